@@ -1,0 +1,206 @@
+"""``a2ui-stream check [FILE|-] [--floor N] [--strict]``: decide admission records offline,
+exactly as the worker would, and print one JSON verdict per input.
+
+Shell module: reads the file (or stdin), loads the schema documents, takes the time from the
+clock, and calls the pure ``app.core.admission.decide`` once per record, keeping one RunState
+per run across the inputs (so the fold guard and E2 see earlier records). A producer team runs
+this in its own CI before publishing.
+
+Input: JSON Lines (one admission record per line; blank lines skipped), or one JSON document
+holding a record or an array of records. A line that is not JSON (or not UTF-8) gets its own
+refusal and the rest are still decided.
+
+Output, one line per record: ``{"index", "outcome": "admitted"|"refused"|"deduplicated",
+"code", "rule", "path", "message", "sequence"}`` (``line`` too in JSON Lines mode).
+Exit status: 0 all admitted (a deduplicated re-emission is not a refusal), 1 any refused,
+2 usage or read errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from app.core.admission import Admitted, Deduplicated, Refused, decide
+from app.core.policy import SURFACE_KIND, SURFACE_VERSIONS, HostPolicy
+from app.core.refusal import Violation
+from app.core.run_state import RunState
+
+__all__ = ["add_parser", "run", "read_inputs", "verdicts"]
+
+_USAGE_ERROR = 2
+
+# One input: (its 1-based line number or None, the decoded record or the Violation refusing it).
+_Input = tuple[int | None, Any]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "check",
+        help="decide admission records offline (JSON Lines or one JSON document)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    parser.add_argument(
+        "file",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="admission records as JSON Lines, or one JSON record/array; '-' (default) is stdin",
+    )
+    parser.add_argument(
+        "--floor",
+        type=int,
+        default=2,
+        metavar="N",
+        help=f"schemaVersions floor for {SURFACE_KIND} (0, 1 or 2; default 2)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="envelopeStrictness strict: refuse below-floor envelopes instead of warn",
+    )
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _not_json(line: int | None, exc: Exception) -> Violation:
+    where = f"line {line}" if line is not None else "the input"
+    return Violation(
+        "record_not_json",
+        "json",
+        "",
+        f"{where} is not JSON ({exc}); write one admission record {{runId, envelope}} per line",
+        {"line": line} if line is not None else {},
+    )
+
+
+def _not_utf8(line: int | None) -> Violation:
+    where = f"line {line}" if line is not None else "the input"
+    return Violation(
+        "record_not_utf8",
+        "utf-8",
+        "",
+        f"{where} is not valid UTF-8; encode admission records as UTF-8 JSON",
+        {"line": line} if line is not None else {},
+    )
+
+
+def read_inputs(data: bytes) -> list[_Input]:
+    """Split raw input into records: one JSON document (a record or an array of records), or
+    JSON Lines. Lines that fail to decode become ``Violation`` values in place of a record."""
+    try:
+        whole = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        if isinstance(whole, list):
+            return [(None, item) for item in whole]
+        return [(None, whole)]
+    inputs: list[_Input] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            inputs.append((number, _not_utf8(number)))
+            continue
+        try:
+            inputs.append((number, orjson.loads(raw)))
+        except orjson.JSONDecodeError as exc:
+            inputs.append((number, _not_json(number, exc)))
+    return inputs
+
+
+def _verdict(index: int, line: int | None, outcome: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": index}
+    if line is not None:
+        out["line"] = line
+    if isinstance(outcome, Violation):
+        outcome = Refused(outcome)
+    if isinstance(outcome, Refused):
+        v = outcome.violation
+        out.update(outcome="refused", code=v.code, rule=v.rule, path=v.path, message=v.message)
+        out["sequence"] = None
+    elif isinstance(outcome, Deduplicated):
+        out.update(outcome="deduplicated", code=None, rule=None, path=None, message=None)
+        out["sequence"] = outcome.sequence
+    else:
+        out.update(outcome="admitted", code=None, rule=None, path=None, message=None)
+        out["sequence"] = outcome.sequence
+    return out
+
+
+def verdicts(
+    inputs: list[_Input], policy: HostPolicy, rules: Any, now: str
+) -> Iterator[dict[str, Any]]:
+    """Decide every input in order, one RunState per run, as the worker does."""
+    states: dict[str, RunState] = {}
+    for index, (line, record) in enumerate(inputs):
+        if isinstance(record, Violation):
+            yield _verdict(index, line, record)
+            continue
+        run_id = record.get("runId") if isinstance(record, dict) else None
+        state = states.get(run_id) if isinstance(run_id, str) else None
+        outcome = decide(record, state, policy, rules, now=now)
+        if isinstance(outcome, Admitted):
+            states[outcome.state.run_id] = outcome.state
+        yield _verdict(index, line, outcome)
+
+
+def _read(path: str) -> bytes | None:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        print(
+            f"a2ui-stream check: no such file: {path!r}; pass a JSON Lines file of admission "
+            "records, or '-' to read standard input",
+            file=sys.stderr,
+        )
+    except OSError as exc:
+        print(f"a2ui-stream check: cannot read {path!r}: {exc.strerror}", file=sys.stderr)
+    return None
+
+
+def _load_rules() -> Any:
+    from app.core.payload_rules import PayloadRules
+    from app.shell.schema_files import load_schema_documents
+
+    return PayloadRules.from_documents(load_schema_documents())
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.floor not in SURFACE_VERSIONS:
+        print(
+            f"a2ui-stream check: --floor must be one of {sorted(SURFACE_VERSIONS)}, "
+            f"not {args.floor}",
+            file=sys.stderr,
+        )
+        return _USAGE_ERROR
+    data = _read(args.file)
+    if data is None:
+        return _USAGE_ERROR
+    policy = HostPolicy(
+        schema_versions={SURFACE_KIND: args.floor},
+        strictness="strict" if args.strict else "warn",
+    )
+    rules = _load_rules()
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    inputs = read_inputs(data)
+    if not inputs:
+        print("a2ui-stream check: no admission records in the input", file=sys.stderr)
+    refused = False
+    out = sys.stdout.buffer
+    for verdict in verdicts(inputs, policy, rules, now):
+        refused = refused or verdict["outcome"] == "refused"
+        out.write(orjson.dumps(verdict) + b"\n")
+    out.flush()
+    return 1 if refused else 0

@@ -1,0 +1,99 @@
+"""The ``a2ui-stream`` command: one entry point, a subcommand per capability.
+
+Shell module. Each subcommand lives in its own module and registers itself with
+``add_parser(subparsers)``; this file only assembles them and maps errors to exit codes
+(0 success, 1 the command's own "not clean" result, 2 usage or operator errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from app import __version__
+from app.shell.errors import A2uiStreamError, OperatorError
+
+__all__ = ["build_parser", "main"]
+
+# Modules that contribute subcommands; each has add_parser(subparsers). Optional ones (landing
+# with later issues) are skipped when absent, so the CLI never advertises a missing command.
+_COMMAND_MODULES = (
+    "app.shell.commands_runtime",  # up, worker, broker, topics, config
+    "app.shell.check_command",  # check
+)
+_BENCH_MODULES = ("app.shell.bench_admission",)
+
+_DESCRIPTION = """\
+a2ui-stream: a Kafka host for agent-generated UI (OpenWOP ui.a2ui-surface envelopes).
+
+Start here:
+  a2ui-stream up              embedded broker + topics + worker, in the foreground (Ctrl-C stops)
+  a2ui-stream check FILE      decide admission records offline, exactly as the worker would
+
+Configuration is by environment variables; `a2ui-stream config` lists them with their values.
+"""
+
+
+def _load(name: str) -> object | None:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            return None
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="a2ui-stream",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"a2ui-stream {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        module = _load(name)
+        if module is not None:
+            module.add_parser(sub)  # type: ignore[attr-defined]
+    bench = sub.add_parser(
+        "bench",
+        help="run a committed benchmark and print its figures with their baseline",
+        description="Benchmarks print a table for people; --json prints one JSON object.",
+    )
+    bench_sub = bench.add_subparsers(dest="bench", metavar="NAME")
+    for name in _BENCH_MODULES:
+        module = _load(name)
+        if module is not None:
+            module.register(bench_sub)  # type: ignore[attr-defined]
+    bench.set_defaults(func=lambda args: _missing_subcommand(bench))
+    return parser
+
+
+def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(func(args))
+    except OperatorError as exc:
+        print(f"a2ui-stream: {exc}", file=sys.stderr)
+        return 2
+    except A2uiStreamError as exc:
+        print(f"a2ui-stream: internal error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

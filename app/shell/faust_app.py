@@ -1,0 +1,88 @@
+"""The Faust application: configuration, the declared topics and the worker's web views.
+
+Shell module. Faust adds nothing to the wire: every topic uses raw bytes for keys and values
+(STYLE rule 6); the records' shapes are defined by ``schemas/`` and the topics by ``topics/``.
+Agents are registered by their own modules (``register(app, topics)``) and talk only through
+topics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+
+from app import __version__
+from app.core.topic_plan import TopicSpec
+from app.shell.settings import Settings
+from app.shell.topics_admin import desired_for
+
+__all__ = ["StreamTopics", "create_app"]
+
+
+@dataclass(frozen=True)
+class StreamTopics:
+    """The Faust topic objects of this deployment, by topic id (topics/topics.json)."""
+
+    specs: dict[str, TopicSpec]
+    topics: dict[str, Any]
+
+    def __getitem__(self, topic_id: str) -> Any:
+        return self.topics[topic_id]
+
+
+def _broker_url(bootstrap: str) -> str:
+    return ";".join(f"kafka://{server.strip()}" for server in bootstrap.split(",") if server.strip())
+
+
+def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTopics]:
+    """Build the Faust app for ``bootstrap`` with every topic declared as raw bytes."""
+    group_timeouts: dict[str, Any] = (
+        # Joins in ~5 s instead of ~30 s (../shared/spec/kafka.md); laptops and tests only.
+        {"broker_session_timeout": 10, "broker_heartbeat_interval": 1,
+         "broker_rebalance_timeout": 10}
+        if settings.fast_groups
+        else {}
+    )
+    app = faust.App(
+        settings.app_id,
+        broker=_broker_url(bootstrap),
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        datadir=str(settings.data_dir),
+        topic_replication_factor=settings.replication,
+        topic_partitions=settings.partitions,
+        topic_allow_declare=False,  # topics are owned by `a2ui-stream topics apply`
+        producer_acks=-1,
+        web_enabled=True,
+        autodiscover=False,
+        **group_timeouts,
+    )
+    specs = {spec.id: spec for spec in desired_for(settings)}
+    topics = {
+        topic_id: app.topic(
+            spec.name,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=spec.partitions,
+            internal=False,
+        )
+        for topic_id, spec in specs.items()
+    }
+    stream_topics = StreamTopics(specs, topics)
+
+    @app.page("/health")
+    async def health(web: Any, request: Any) -> Any:
+        return web.json(
+            {
+                "status": "ok",
+                "version": __version__,
+                "appId": settings.app_id,
+                "topics": {topic_id: spec.name for topic_id, spec in specs.items()},
+            }
+        )
+
+    return app, stream_topics

@@ -1,0 +1,98 @@
+"""Settings from the environment: the one place that reads ``A2UI_STREAM_*`` variables.
+
+Every variable is listed in ``VARIABLES`` (name, default, meaning) and in the README's table;
+tests/shell/test_settings.py checks that the two agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.shell.errors import OperatorError
+
+__all__ = ["VARIABLES", "Settings", "load_settings"]
+
+# (name, default, meaning). Defaults are for production, except where `a2ui-stream up` or the
+# tests set something else explicitly.
+VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("KAFKA_BOOTSTRAP", "", "Kafka bootstrap servers (host:port,...). Unset: the harness starts a broker."),
+    ("A2UI_STREAM_BROKER", "auto", "Force the harness path: auto, external, docker, kafka (local Apache Kafka) or tansu."),
+    ("A2UI_STREAM_REQUIRE_KAFKA", "0", "1: a test that needs a broker feature fails instead of skipping, and falling back to tansu is an error (set by .ci/run)."),
+    ("A2UI_STREAM_CACHE", "~/.cache/a2ui-stream", "Where the Apache Kafka jars are cached (outside the clone)."),
+    ("A2UI_STREAM_TOPIC_PREFIX", "a2ui.", "Prefix of every topic name."),
+    ("A2UI_STREAM_PARTITIONS", "6", "Partitions of the co-partitioned run topics (admission, log, dead letters)."),
+    ("A2UI_STREAM_REPLICATION", "1", "Replication factor of every topic."),
+    ("A2UI_STREAM_APP_ID", "a2ui-stream", "Faust app id: the consumer group and the prefix of internal topics."),
+    ("A2UI_STREAM_WEB_HOST", "127.0.0.1", "Address the worker's web server binds."),
+    ("A2UI_STREAM_WEB_PORT", "6066", "Port of the worker's web server (/health, /metrics, OpenWOP HTTP)."),
+    ("A2UI_STREAM_DATA_DIR", "./.a2ui-stream", "Worker data directory (Faust table state)."),
+    ("A2UI_STREAM_FAST_GROUPS", "0", "1: short consumer-group timeouts (joins in seconds); for laptops and tests, not production."),
+    ("A2UI_STREAM_FLOOR", "2", "Advertised schema version (floor) of ui.a2ui-surface: 2 (A2UI v0.9 profile) or 1 (v1 only)."),
+    ("A2UI_STREAM_STRICTNESS", "warn", "Envelope strictness below the floor: warn (validate as the floor version) or strict (refuse)."),
+    ("A2UI_STREAM_LOG_LEVEL", "info", "Log level of the worker: debug, info, warning, error."),
+)
+_DEFAULTS = {name: default for name, default, _ in VARIABLES}
+
+
+@dataclass(frozen=True)
+class Settings:
+    kafka_bootstrap: str
+    broker: str
+    require_kafka: bool
+    topic_prefix: str
+    partitions: int
+    replication: int
+    app_id: str
+    web_host: str
+    web_port: int
+    data_dir: Path
+    fast_groups: bool
+    floor: int
+    strictness: str
+    log_level: str
+
+
+def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
+    raw = env.get(name, _DEFAULTS[name]).strip()
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise OperatorError(f"{name}={raw!r} is not an integer") from exc
+    if not low <= value <= high:
+        raise OperatorError(f"{name}={value} is out of range [{low}, {high}]")
+    return value
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, _DEFAULTS[name]).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = env.get(name, _DEFAULTS[name]).strip().lower()
+    if value not in choices:
+        raise OperatorError(f"{name}={value!r} must be one of: {', '.join(choices)}")
+    return value
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings; a bad value raises ``OperatorError`` naming the variable."""
+    env = os.environ if env is None else env
+    return Settings(
+        kafka_bootstrap=env.get("KAFKA_BOOTSTRAP", "").strip(),
+        broker=_choice(env, "A2UI_STREAM_BROKER", ("auto", "external", "docker", "kafka", "tansu")),
+        require_kafka=_flag(env, "A2UI_STREAM_REQUIRE_KAFKA"),
+        topic_prefix=env.get("A2UI_STREAM_TOPIC_PREFIX", _DEFAULTS["A2UI_STREAM_TOPIC_PREFIX"]),
+        partitions=_int(env, "A2UI_STREAM_PARTITIONS", 1, 1024),
+        replication=_int(env, "A2UI_STREAM_REPLICATION", 1, 16),
+        app_id=env.get("A2UI_STREAM_APP_ID", _DEFAULTS["A2UI_STREAM_APP_ID"]).strip() or "a2ui-stream",
+        web_host=env.get("A2UI_STREAM_WEB_HOST", _DEFAULTS["A2UI_STREAM_WEB_HOST"]).strip(),
+        web_port=_int(env, "A2UI_STREAM_WEB_PORT", 0, 65535),
+        data_dir=Path(env.get("A2UI_STREAM_DATA_DIR", _DEFAULTS["A2UI_STREAM_DATA_DIR"])).expanduser(),
+        fast_groups=_flag(env, "A2UI_STREAM_FAST_GROUPS"),
+        floor=_int(env, "A2UI_STREAM_FLOOR", 1, 2),
+        strictness=_choice(env, "A2UI_STREAM_STRICTNESS", ("warn", "strict")),
+        log_level=_choice(env, "A2UI_STREAM_LOG_LEVEL", ("debug", "info", "warning", "error")),
+    )
