@@ -60,6 +60,7 @@ def add_parser(sub: Any) -> None:
     broker.add_argument("--kind", choices=("auto", "kafka", "tansu", "docker"), default="auto")
     broker.add_argument("--detach", action="store_true", help="leave the broker running and exit")
     broker.add_argument("--pid-file", help="write the broker's PID here")
+    broker.add_argument("--data-dir", help="local Apache Kafka: keep config, logs and data here")
     broker.set_defaults(func=_run_broker)
 
     topics = sub.add_parser(
@@ -166,7 +167,10 @@ def _wait_for_ctrl_c() -> None:
 
 
 def _run_broker(args: argparse.Namespace) -> int:
-    broker = start_broker(args.kind, log=_log)
+    from pathlib import Path
+
+    data_dir = Path(args.data_dir) if args.data_dir else None
+    broker = start_broker(args.kind, log=_log, data_dir=data_dir)
     if args.pid_file and broker.pid is not None:
         with open(args.pid_file, "w", encoding="utf-8") as handle:
             handle.write(f"{broker.pid}\n")

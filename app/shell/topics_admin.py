@@ -81,9 +81,18 @@ async def ensure_topics(bootstrap: str, specs: Sequence[TopicSpec]) -> TopicPlan
 
 
 async def _wait_visible(admin: AIOKafkaAdminClient, names: Sequence[str]) -> None:
-    for _ in range(100):  # bounded: 100 × 0.1 s
+    """Wait (bounded: 150 × 0.1 s) until every partition of the new topics has a leader, so the
+    first produce does not meet NotLeaderForPartition."""
+    for _ in range(150):
         if set(names) <= set(await admin.list_topics()):
-            return
+            described = await admin.describe_topics(list(names))
+            if all(
+                d.get("error_code", 0) == 0
+                and d["partitions"]
+                and all(p.get("leader", -1) >= 0 for p in d["partitions"])
+                for d in described
+            ):
+                return
         await asyncio.sleep(0.1)
 
 
