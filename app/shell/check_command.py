@@ -192,7 +192,11 @@ def run(args: argparse.Namespace) -> int:
         schema_versions={SURFACE_KIND: args.floor},
         strictness="strict" if args.strict else "warn",
     )
-    rules = _load_rules()
+    try:
+        rules = _load_rules()
+    except (OSError, ValueError) as exc:
+        print(f"a2ui-stream check: cannot load the schemas: {exc}", file=sys.stderr)
+        return _USAGE_ERROR
     now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     inputs = read_inputs(data)
     if not inputs:

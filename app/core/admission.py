@@ -1,0 +1,358 @@
+"""The admission decision: one admission record ``{runId, envelope}`` + the run's state + the
+host policy -> ``Admitted`` | ``Refused`` | ``Deduplicated``. Outcomes are data (STYLE rule 2);
+the shell records, dead-letters or acknowledges.
+
+The rule order is the table ``STEPS`` (STYLE rule 1), exactly openwop-a2ui.md §5 ("Step order
+in the v2 reference host" and the normative list):
+
+  1. envelope-shape   the record and the AI envelope shape            -> validation_error
+  2. kind-catalog     universal kinds or ``policy.kinds``              -> unknown_envelope_kind
+  3. correlation      E2: same id + same type => the original outcome, recording nothing;
+                      same id + other type                            -> envelope_correlation_conflict
+  4. floor            emitted > floor                                 -> unknown_schema_version
+                      emitted < floor: strict                         -> unknown_schema_version
+                                       warn => validate at the floor, flag the drift
+  5. branch           exactly ONE branch: 2 => payloadV2, 0/1 => payloadV1 -> envelope_invalid
+                      (an unknown v1 catalogVersion                   -> unknown_schema_version)
+  6. cross-field      surface-id-equality, catalog-equality (v2)      -> envelope_invalid
+  7. fold             the §6 guard across the run's log and the envelope -> envelope_invalid
+  8. SR-1 redaction, trust normalization, sticky taint, record (``fold.apply``).
+
+A refusal records nothing and leaves the state untouched (§5 (7)). ``run_terminal`` is not
+modelled: run lifecycle is not part of this state (docs/admission.md).
+
+May import: the standard library, orjson and app.core.* (pure). Time and ids come in as
+arguments: ``now`` (RFC 3339) and optionally ``event_id``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
+
+from app.core.cross_field import check_cross_field
+from app.core.fold import apply_with, guard, is_v2_body, kinds_of
+from app.core.policy import SURFACE_KIND, UNIVERSAL_KINDS, HostPolicy
+from app.core.redaction import Secrets, prepare, redact, redact_text
+from app.core.refusal import Violation
+from app.core.run_state import Recorded, RunState
+
+__all__ = [
+    "Rules",
+    "Admitted",
+    "Refused",
+    "Deduplicated",
+    "Outcome",
+    "STEPS",
+    "RECORDED_EVENT_SCHEMA_VERSION",
+    "event_id_for",
+    "decide",
+]
+
+RECORDED_EVENT_SCHEMA_VERSION = 1
+
+
+class Rules(Protocol):
+    """The schema checks ``decide`` needs (implemented by app.core.payload_rules.PayloadRules)."""
+
+    def check_record(self, record: Any) -> Violation | None: ...
+    def check_v1(self, payload: Any) -> Violation | None: ...
+    def check_v2(self, payload: Any) -> Violation | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """Record ``event`` on the run log; ``state`` is the run state after it. ``drift`` is the
+    emitted schemaVersion when warn admitted it below the floor (``envelope_schema_version_drift``
+    to log), else None."""
+
+    event: dict[str, Any]
+    state: RunState
+    drift: int | None = None
+
+    @property
+    def sequence(self) -> int:
+        return int(self.event["sequence"])
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Dead-letter the record with ``violation``; the run state is unchanged, nothing recorded."""
+
+    violation: Violation
+
+
+@dataclass(frozen=True, slots=True)
+class Deduplicated:
+    """E2 re-emission: the correlationId was already recorded with the same type. Answer with
+    the ORIGINAL outcome (``sequence``, ``event_id``) and record nothing."""
+
+    sequence: int
+    event_id: str
+    correlation_id: str
+
+
+Outcome = Admitted | Refused | Deduplicated
+
+
+@lru_cache(maxsize=4096)
+def _event_id_prefix(run_id: str) -> str:
+    return "evt-" + hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def event_id_for(run_id: str, sequence: int) -> str:
+    """The deterministic eventId of the event at ``sequence`` in ``run_id``: matches the v2
+    grammar ``^[A-Za-z0-9._~-]{16,128}$`` and is the same on replay."""
+    return f"{_event_id_prefix(run_id)}-{sequence:012d}"
+
+
+_prepared: Callable[[tuple[tuple[str, str], ...]], Secrets] = lru_cache(maxsize=1024)(prepare)
+
+
+class _Ctx:
+    """The working values of one decision (local to one ``decide`` call)."""
+
+    __slots__ = (
+        "record", "state", "policy", "rules", "run_id", "envelope", "kind", "secrets",
+        "selected", "drift", "v2", "kinds",
+    )
+
+    def __init__(self, record: Any, state: RunState | None, policy: HostPolicy, rules: Rules):
+        self.record = record
+        self.state = state
+        self.policy = policy
+        self.rules = rules
+        self.run_id = ""
+        self.envelope: dict[str, Any] = {}
+        self.kind = ""
+        self.secrets: Secrets = ()
+        self.selected = 0
+        self.drift: int | None = None
+        self.v2 = False
+        self.kinds: tuple[str, ...] | None = None
+
+    def key(self, text: str) -> str:
+        """A state key as it will appear in the recorded (SR-1 redacted) log."""
+        return redact_text(text, self.secrets) if self.secrets else text
+
+
+Step = Callable[[_Ctx], "Violation | Deduplicated | None"]
+
+
+def _envelope_shape(ctx: _Ctx) -> Violation | Deduplicated | None:
+    violation = ctx.rules.check_record(ctx.record)
+    if violation is not None:
+        return violation
+    ctx.run_id = ctx.record["runId"]
+    if ctx.state is None:
+        ctx.state = RunState.initial(ctx.run_id)
+    elif ctx.state.run_id != ctx.run_id:
+        return Violation(
+            "record_key_mismatch",
+            "run-key",
+            "/runId",
+            f"the record's runId {ctx.run_id!r} is not the run {ctx.state.run_id!r} it was "
+            "keyed to; key each admission record by its runId",
+            {"runId": ctx.run_id, "keyedRunId": ctx.state.run_id},
+        )
+    # The admission-record schema embeds the AI envelope schema (§2), so one check covers both.
+    ctx.envelope = ctx.record["envelope"]
+    ctx.kind = ctx.envelope["type"]
+    ctx.secrets = _prepared(ctx.policy.secrets_for(ctx.run_id))
+    return None
+
+
+def _kind_catalog(ctx: _Ctx) -> Violation | Deduplicated | None:
+    if ctx.policy.knows(ctx.kind):  # §5 (1); universal kinds are always known (§2)
+        return None
+    return Violation(
+        "unknown_envelope_kind",
+        "kind-catalog",
+        "/envelope/type",
+        f"envelope type {ctx.kind!r} is not in this host's catalog "
+        f"{list(ctx.policy.kinds)!r} (universal kinds {sorted(UNIVERSAL_KINDS)!r} are always "
+        "known); emit a supported kind",
+        {"type": ctx.kind, "kinds": list(ctx.policy.kinds)},
+    )
+
+
+def _correlation(ctx: _Ctx) -> Violation | Deduplicated | None:
+    assert ctx.state is not None  # set by _envelope_shape
+    cid = ctx.key(ctx.envelope["correlationId"])
+    entry = ctx.state.correlations.get(cid)
+    if entry is None:
+        return None
+    if entry.type != ctx.kind:  # §2 E2
+        return Violation(
+            "envelope_correlation_conflict",
+            "correlation",
+            "/envelope/correlationId",
+            f"correlationId {cid!r} was already recorded in this run for type {entry.type!r}; "
+            f"a {ctx.kind!r} envelope cannot reuse it: use a fresh correlationId",
+            {"correlationId": cid, "recordedType": entry.type, "type": ctx.kind},
+        )
+    partial = ctx.envelope.get("partial")
+    index = partial.get("index") if isinstance(partial, dict) else None
+    hit: Recorded | None = entry.chunks.get(index) if isinstance(index, int) else None
+    if hit is None and entry.complete:
+        hit = entry.last
+    if hit is None:
+        return None  # E1: the next chunk of an emission that is still open
+    return Deduplicated(hit.sequence, hit.event_id, cid)
+
+
+def _floor(ctx: _Ctx) -> Violation | Deduplicated | None:
+    emitted = ctx.envelope.get("schemaVersion", 0)
+    if isinstance(emitted, float):  # JSON Schema "integer" admits 2.0; record it as 2
+        emitted = int(emitted)
+    floor = ctx.policy.floor(ctx.kind)
+    details = {"kind": ctx.kind, "schemaVersion": emitted, "floor": floor}
+    if emitted > floor:  # §5 (2): whatever the strictness
+        return Violation(
+            "unknown_schema_version",
+            "floor",
+            "/envelope/schemaVersion",
+            f"schemaVersion {emitted} of {ctx.kind!r} is above this host's version {floor}; "
+            f"emit schemaVersion {floor}",
+            details,
+        )
+    if emitted < floor:
+        if ctx.policy.strictness == "strict":  # §5 (3)
+            return Violation(
+                "unknown_schema_version",
+                "strictness",
+                "/envelope/schemaVersion",
+                f"schemaVersion {emitted} of {ctx.kind!r} is below this host's version {floor} "
+                f"and strictness is strict; emit schemaVersion {floor}",
+                {**details, "strictness": "strict"},
+            )
+        ctx.drift = emitted  # warn: validate against the advertised version, log the drift
+        emitted = floor
+    ctx.selected = emitted
+    return None
+
+
+def _branch(ctx: _Ctx) -> Violation | Deduplicated | None:
+    if ctx.kind != SURFACE_KIND:
+        return None  # universal kinds: recorded with their payload unchecked (docs/admission.md)
+    payload = ctx.envelope["payload"]
+    # §1 / RFC 0209 §A.1: exactly one branch, never the union.
+    ctx.v2 = ctx.selected == 2
+    violation = ctx.rules.check_v2(payload) if ctx.v2 else ctx.rules.check_v1(payload)
+    if violation is None:
+        if ctx.v2:
+            ctx.kinds = kinds_of(payload["messages"])
+        return None
+    branch = "payloadV2" if ctx.v2 else "payloadV1"
+    details = {**violation.details, "branch": branch, "schemaVersion": ctx.selected}
+    details.setdefault("rule", violation.rule)
+    return Violation(
+        violation.code,
+        violation.rule,
+        violation.path,
+        f"{violation.message} (validated against {branch}, the branch schemaVersion "
+        f"{ctx.selected} selects)",
+        details,
+    )
+
+
+def _cross_field(ctx: _Ctx) -> Violation | Deduplicated | None:
+    if ctx.kinds is None:
+        return None
+    return check_cross_field(ctx.envelope["payload"], ctx.kinds)
+
+
+def _fold(ctx: _Ctx) -> Violation | Deduplicated | None:
+    payload = ctx.envelope["payload"]
+    if ctx.kinds is None or not is_v2_body(payload):
+        return None
+    assert ctx.state is not None
+    status = ctx.state.surface_status(ctx.key(payload["surfaceId"]))
+    return guard(status, payload["surfaceId"], ctx.kinds)
+
+
+# The rule order (openwop-a2ui.md §5). One choke point applies it: ``decide``.
+STEPS: tuple[tuple[str, Step], ...] = (
+    ("envelope-shape", _envelope_shape),
+    ("kind-catalog", _kind_catalog),
+    ("correlation", _correlation),
+    ("floor", _floor),
+    ("branch", _branch),
+    ("cross-field", _cross_field),
+    ("fold", _fold),
+)
+
+
+def _record(ctx: _Ctx, now: str, event_id: str | None) -> Admitted:
+    assert ctx.state is not None
+    # §14 SR-1 over the whole envelope (every string leaf and key, reasoning included); the
+    # SAME object comes back when nothing matched, so key order and bytes are as received.
+    envelope = redact(ctx.envelope, ctx.secrets)
+    meta = envelope.get("meta")
+    # §7 trust normalization: untrusted iff meta.contentTrust == "untrusted".
+    untrusted = isinstance(meta, dict) and meta.get("contentTrust") == "untrusted"
+    trust = "untrusted" if untrusted else "trusted"
+    sequence = ctx.state.next_sequence
+    event: dict[str, Any] = {
+        "eventId": event_id if event_id is not None else event_id_for(ctx.run_id, sequence),
+        "runId": ctx.run_id,
+        "sequence": sequence,
+        "type": ctx.kind,
+        "schemaVersion": RECORDED_EVENT_SCHEMA_VERSION,
+        "timestamp": now,
+    }
+    if "nodeId" in envelope:
+        event["nodeId"] = envelope["nodeId"]
+    event["causationId"] = envelope["correlationId"]  # §2 E2 / §8
+    event["contentTrust"] = trust
+    recorded: dict[str, Any] = {"envelope": envelope, "version": ctx.selected, "trust": trust}
+    if ctx.drift is not None:
+        recorded["driftFrom"] = ctx.drift
+    event["payload"] = recorded
+    # The new state comes from the event itself, so replay (reduce(apply, log)) equals it.
+    return Admitted(event, apply_with(ctx.state, event, ctx.kinds), ctx.drift)
+
+
+def _scrub(violation: Violation, secrets: Secrets) -> Violation:
+    """§14: redacted material must not appear in an error either."""
+    if not secrets:
+        return violation
+    return Violation(
+        violation.code,
+        violation.rule,
+        redact_text(violation.path, secrets),
+        redact_text(violation.message, secrets),
+        redact(dict(violation.details), secrets),
+    )
+
+
+def decide(
+    record: Any,
+    state: RunState | None,
+    policy: HostPolicy,
+    rules: Rules,
+    *,
+    now: str,
+    event_id: str | None = None,
+) -> Outcome:
+    """Decide one admission record.
+
+    ``state`` is the run's current state, or None for a run with no recorded event yet (the
+    initial state is then built from ``record.runId``). A record whose runId is not
+    ``state.run_id`` is refused with ``record_key_mismatch``. ``now`` is the RFC 3339 timestamp
+    the shell stamps on the recorded event; ``event_id`` overrides the deterministic id.
+    Never raises on any JSON value as ``record`` (STYLE rule 3).
+    """
+    ctx = _Ctx(record, state, policy, rules)
+    for _name, step in STEPS:
+        result = step(ctx)
+        if result is None:
+            continue
+        if isinstance(result, Deduplicated):
+            return result
+        return Refused(_scrub(result, ctx.secrets))
+    return _record(ctx, now, event_id)
+

@@ -1,0 +1,67 @@
+"""The two v2 cross-field rules a schema cannot express (openwop-a2ui.md §4; ext README
+§Cross-field rules; RFC 0209 §A.2), refused with ``envelope_invalid``:
+
+- ``surface-id-equality``: every message body's ``surfaceId`` equals ``payload.surfaceId``;
+- ``catalog-equality``: a ``createSurface.catalogId`` equals ``payload.catalogId``.
+
+Messages are checked in order, (a) then (b) for each; the first violation is reported with
+``details {rule, index}`` as the v2 reference host does. Runs only on a payload that already
+passed the v2 branch.
+
+May import: the standard library and app.core.* (pure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.core.refusal import Violation
+
+__all__ = ["RULES", "check_cross_field"]
+
+RULES: tuple[str, ...] = ("surface-id-equality", "catalog-equality")
+
+
+def _violation(rule: str, index: int, pointer: str, message: str, **extra: Any) -> Violation:
+    return Violation(
+        code="envelope_invalid",
+        rule=rule,
+        path=pointer,
+        message=message,
+        details={"rule": rule, "index": index, **extra},
+    )
+
+
+def check_cross_field(payload: Mapping[str, Any], kinds: Sequence[str]) -> Violation | None:
+    """The first cross-field violation of a v2 ``payload`` whose messages have ``kinds``
+    (``app.core.fold.kinds_of``), or None."""
+    surface_id = payload.get("surfaceId")
+    catalog_id = payload.get("catalogId")
+    for index, (message, kind) in enumerate(zip(payload.get("messages", ()), kinds)):
+        if kind == "unknown":
+            continue
+        body = message[kind]
+        if not isinstance(body, dict):
+            continue
+        base = f"/envelope/payload/messages/{index}/{kind}"
+        if body.get("surfaceId") != surface_id:
+            return _violation(
+                "surface-id-equality",
+                index,
+                f"{base}/surfaceId",
+                f"surface-id-equality: message {index} ({kind}) targets surface "
+                f"{body.get('surfaceId')!r} but the payload's surfaceId is {surface_id!r}; "
+                "every message of one envelope must address payload.surfaceId",
+                surfaceId=surface_id,
+            )
+        if kind == "createSurface" and body.get("catalogId") != catalog_id:
+            return _violation(
+                "catalog-equality",
+                index,
+                f"{base}/catalogId",
+                f"catalog-equality: createSurface (message {index}) names catalog "
+                f"{body.get('catalogId')!r} but the payload's catalogId is {catalog_id!r}",
+                catalogId=catalog_id,
+            )
+    return None

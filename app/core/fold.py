@@ -1,0 +1,195 @@
+"""The surface fold: the guard that refuses an illegal message sequence, and the pure step
+``apply(state, recorded_event) -> state`` that replay reduces over the run log.
+
+The legal transitions are DATA (STYLE rule 1; openwop-a2ui.md §6):
+
+    absent  --createSurface-->    live
+    live    --updateComponents--> live
+    live    --updateDataModel-->  live
+    live    --deleteSurface-->    deleted
+    deleted --createSurface-->    live
+
+Anything else refuses the whole envelope (§6 (i)-(iii)). Only version-2 bodies
+(``payload.version == "v0.9"``) join the fold, classified by the body as openwop-app does, so a
+warn-admitted schemaVersion-1 envelope with a v0.9 body joins the fold and the taint too.
+
+May import: the standard library and app.core.* (pure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.core.pmap import PMap
+from app.core.policy import SURFACE_KIND
+from app.core.refusal import Violation
+from app.core.run_state import (
+    EMPTY,
+    Correlation,
+    FoldStatus,
+    Recorded,
+    RunState,
+    SurfaceState,
+    V1Surface,
+)
+
+__all__ = [
+    "MESSAGE_KINDS",
+    "TRANSITIONS",
+    "ILLEGAL",
+    "message_kind",
+    "kinds_of",
+    "is_v2_body",
+    "guard",
+    "apply",
+    "apply_with",
+]
+
+MESSAGE_KINDS: tuple[str, ...] = (
+    "createSurface",
+    "updateComponents",
+    "updateDataModel",
+    "deleteSurface",
+)
+
+# openwop-a2ui.md §6 fold state machine: (status, message kind) -> next status.
+TRANSITIONS: Mapping[tuple[FoldStatus, str], FoldStatus] = {
+    ("absent", "createSurface"): "live",
+    ("live", "updateComponents"): "live",
+    ("live", "updateDataModel"): "live",
+    ("live", "deleteSurface"): "deleted",
+    ("deleted", "createSurface"): "live",
+}
+
+# Why a missing transition is illegal, by the status it was attempted in (§6 (i)-(iii)).
+ILLEGAL: Mapping[FoldStatus, str] = {
+    "absent": "§6 (i): the first envelope for a surface must begin with createSurface",
+    "live": "§6 (ii): createSurface for a surface that is already live",
+    "deleted": "§6 (iii): no message after deleteSurface until a new createSurface",
+}
+
+
+_KIND_SET = frozenset(MESSAGE_KINDS)
+
+
+def message_kind(message: Any) -> str | None:
+    """The A2UI message kind of a ``{version, <kind>: {...}}`` message, if any (the first
+    kind key; the v2 branch admits exactly one)."""
+    if isinstance(message, dict):
+        for key in message:
+            if key in _KIND_SET:
+                return key
+    return None
+
+
+def is_v2_body(body: Any) -> bool:
+    """§6: a body joins the fold iff it is an A2UI v0.9 payload."""
+    return isinstance(body, dict) and body.get("version") == "v0.9"
+
+
+def kinds_of(messages: Sequence[Any]) -> tuple[str, ...]:
+    """The kind of each message, in order ("unknown" for a message that has none)."""
+    return tuple(message_kind(m) or "unknown" for m in messages)
+
+
+def _run(status: FoldStatus, kinds: Sequence[str]) -> tuple[FoldStatus, int | None, str]:
+    """Step ``status`` through ``kinds``; on the first illegal one return its index."""
+    for index, kind in enumerate(kinds):
+        nxt = TRANSITIONS.get((status, kind))
+        if nxt is None:
+            return status, index, kind
+        status = nxt
+    return status, None, ""
+
+
+def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violation | None:
+    """Check one envelope's message ``kinds`` (in order, see ``kinds_of``) against a surface
+    currently in ``status``. One illegal message refuses the whole envelope (§6)."""
+    before = status
+    status, index, kind = _run(status, kinds)
+    if index is None:
+        return None
+    return Violation(
+        code="envelope_invalid",
+        rule="fold",
+        path=f"/envelope/payload/messages/{index}",
+        message=(
+            f"fold: message {index} ({kind}) on surface {surface_id!r}, which is {status} "
+            f"(it was {before} before this envelope): {ILLEGAL[status]}; "
+            "the envelope is refused and nothing is recorded"
+        ),
+        details={"rule": "fold", "surfaceId": surface_id, "index": index, "status": status},
+    )
+
+
+def _record_correlation(
+    state: RunState, correlation_id: str, kind: str, rec: Recorded, partial: Any
+) -> PMap[str, Correlation]:
+    index = partial.get("index") if isinstance(partial, dict) else None
+    final = not (isinstance(partial, dict) and partial.get("isPartial") is True)
+    old = state.correlations.get(correlation_id)
+    chunks: PMap[int, Recorded] = EMPTY if old is None else old.chunks
+    if isinstance(index, int) and not isinstance(index, bool):
+        chunks = chunks.set(index, rec)
+    complete = final or (old is not None and old.complete)
+    entry = Correlation(type=kind, last=rec, complete=complete, chunks=chunks)
+    return state.correlations.set(correlation_id, entry)
+
+
+def _fold_surface(
+    old: SurfaceState | None,
+    kinds: Sequence[str],
+    untrusted: bool,
+    node_id: Any,
+    partial: bool,
+    rec: Recorded,
+) -> SurfaceState:
+    status: FoldStatus = "absent" if old is None else old.status
+    for kind in kinds:
+        # Recorded events are never re-validated (§8): an impossible step keeps the status.
+        status = TRANSITIONS.get((status, kind), status)
+    node_ids = frozenset() if old is None else old.node_ids
+    if isinstance(node_id, str) and node_id not in node_ids:
+        node_ids = node_ids | {node_id}
+    tainted = untrusted or (old is not None and old.tainted)  # RFC 0209 §C.12: sticky
+    return SurfaceState(status, tainted, node_ids, partial, rec)
+
+
+def apply(state: RunState, event: Mapping[str, Any]) -> RunState:
+    """Fold one recorded event (as ``decide`` emitted it) into the run state."""
+    return apply_with(state, event, None)
+
+
+def apply_with(
+    state: RunState, event: Mapping[str, Any], kinds: Sequence[str] | None
+) -> RunState:
+    """``apply``, reusing the message ``kinds`` the caller already computed for this event."""
+    rec = Recorded(event["sequence"], event["eventId"])
+    recorded = event["payload"]
+    envelope = recorded["envelope"]
+    untrusted = recorded["trust"] == "untrusted"
+    partial = envelope.get("partial")
+    is_partial = isinstance(partial, dict) and partial.get("isPartial") is True
+    node_id = envelope.get("nodeId")
+    kind = event["type"]
+    correlations = _record_correlation(state, envelope["correlationId"], kind, rec, partial)
+    surfaces, v1 = state.surfaces, state.v1_surface
+    body = envelope.get("payload")
+    if kind == SURFACE_KIND and is_v2_body(body):
+        sid = body["surfaceId"]
+        if kinds is None:
+            kinds = kinds_of(body["messages"])
+        folded = _fold_surface(surfaces.get(sid), kinds, untrusted, node_id, is_partial, rec)
+        surfaces = surfaces.set(sid, folded)
+    elif kind == SURFACE_KIND:
+        old_nodes = frozenset() if v1 is None else v1.node_ids
+        nodes = old_nodes | {node_id} if isinstance(node_id, str) else old_nodes
+        v1 = V1Surface(rec, untrusted or (v1 is not None and v1.tainted), nodes)
+    return RunState(
+        run_id=state.run_id,
+        next_sequence=max(state.next_sequence, rec.sequence + 1),
+        surfaces=surfaces,
+        correlations=correlations,
+        v1_surface=v1,
+    )
