@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from app.core.cross_field import check_cross_field
-from app.core.fold import apply_with, guard, is_v2_body, kinds_of
+from app.core.fold import apply_with, guard, kinds_of
 from app.core.policy import SURFACE_KIND, UNIVERSAL_KINDS, HostPolicy
 from app.core.redaction import Secrets, prepare, redact, redact_text
 from app.core.refusal import Violation
@@ -209,6 +209,9 @@ def _floor(ctx: _Ctx) -> Violation | Deduplicated | None:
     if isinstance(emitted, float):  # JSON Schema "integer" admits 2.0; record it as 2
         emitted = int(emitted)
     floor = ctx.policy.floor(ctx.kind)
+    if emitted == floor:
+        ctx.selected = emitted
+        return None
     details = {"kind": ctx.kind, "schemaVersion": emitted, "floor": floor}
     if emitted > floor:  # §5 (2): whatever the strictness
         return Violation(
@@ -219,19 +222,17 @@ def _floor(ctx: _Ctx) -> Violation | Deduplicated | None:
             f"emit schemaVersion {floor}",
             details,
         )
-    if emitted < floor:
-        if ctx.policy.strictness == "strict":  # §5 (3)
-            return Violation(
-                "unknown_schema_version",
-                "strictness",
-                "/envelope/schemaVersion",
-                f"schemaVersion {emitted} of {ctx.kind!r} is below this host's version {floor} "
-                f"and strictness is strict; emit schemaVersion {floor}",
-                {**details, "strictness": "strict"},
-            )
-        ctx.drift = emitted  # warn: validate against the advertised version, log the drift
-        emitted = floor
-    ctx.selected = emitted
+    if ctx.policy.strictness == "strict":  # §5 (3)
+        return Violation(
+            "unknown_schema_version",
+            "strictness",
+            "/envelope/schemaVersion",
+            f"schemaVersion {emitted} of {ctx.kind!r} is below this host's version {floor} "
+            f"and strictness is strict; emit schemaVersion {floor}",
+            {**details, "strictness": "strict"},
+        )
+    ctx.drift = emitted  # warn: validate against the advertised version, log the drift
+    ctx.selected = floor
     return None
 
 
@@ -266,10 +267,10 @@ def _cross_field(ctx: _Ctx) -> Violation | Deduplicated | None:
 
 
 def _fold(ctx: _Ctx) -> Violation | Deduplicated | None:
-    payload = ctx.envelope["payload"]
-    if ctx.kinds is None or not is_v2_body(payload):
+    if ctx.kinds is None:  # only a payload that passed the v2 branch joins the fold (§6)
         return None
     assert ctx.state is not None
+    payload = ctx.envelope["payload"]
     status = ctx.state.surface_status(ctx.key(payload["surfaceId"]))
     return guard(status, payload["surfaceId"], ctx.kinds)
 

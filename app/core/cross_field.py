@@ -44,12 +44,11 @@ def check_cross_field(payload: Mapping[str, Any], kinds: Sequence[str]) -> Viola
         body = message[kind]
         if not isinstance(body, dict):
             continue
-        base = f"/envelope/payload/messages/{index}/{kind}"
         if body.get("surfaceId") != surface_id:
             return _violation(
                 "surface-id-equality",
                 index,
-                f"{base}/surfaceId",
+                f"/envelope/payload/messages/{index}/{kind}/surfaceId",
                 f"surface-id-equality: message {index} ({kind}) targets surface "
                 f"{body.get('surfaceId')!r} but the payload's surfaceId is {surface_id!r}; "
                 "every message of one envelope must address payload.surfaceId",
@@ -59,7 +58,7 @@ def check_cross_field(payload: Mapping[str, Any], kinds: Sequence[str]) -> Viola
             return _violation(
                 "catalog-equality",
                 index,
-                f"{base}/catalogId",
+                f"/envelope/payload/messages/{index}/{kind}/catalogId",
                 f"catalog-equality: createSurface (message {index}) names catalog "
                 f"{body.get('catalogId')!r} but the payload's catalogId is {catalog_id!r}",
                 catalogId=catalog_id,

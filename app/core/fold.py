@@ -90,7 +90,19 @@ def is_v2_body(body: Any) -> bool:
 
 def kinds_of(messages: Sequence[Any]) -> tuple[str, ...]:
     """The kind of each message, in order ("unknown" for a message that has none)."""
-    return tuple(message_kind(m) or "unknown" for m in messages)
+    out = []
+    for message in messages:
+        # inlined message_kind: this runs on every admitted envelope
+        if isinstance(message, dict):
+            for key in message:
+                if key in _KIND_SET:
+                    out.append(key)
+                    break
+            else:
+                out.append("unknown")
+        else:
+            out.append("unknown")
+    return tuple(out)
 
 
 def _run(status: FoldStatus, kinds: Sequence[str]) -> tuple[FoldStatus, int | None, str]:
@@ -123,18 +135,22 @@ def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violatio
     )
 
 
+_NO_NODES: frozenset[str] = frozenset()
+
+
 def _record_correlation(
     state: RunState, correlation_id: str, kind: str, rec: Recorded, partial: Any
 ) -> PMap[str, Correlation]:
-    index = partial.get("index") if isinstance(partial, dict) else None
-    final = not (isinstance(partial, dict) and partial.get("isPartial") is True)
     old = state.correlations.get(correlation_id)
     chunks: PMap[int, Recorded] = EMPTY if old is None else old.chunks
-    if isinstance(index, int) and not isinstance(index, bool):
-        chunks = chunks.set(index, rec)
+    final = True
+    if partial is not None and isinstance(partial, dict):  # E1 chunk
+        index = partial.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            chunks = chunks.set(index, rec)
+        final = partial.get("isPartial") is not True
     complete = final or (old is not None and old.complete)
-    entry = Correlation(type=kind, last=rec, complete=complete, chunks=chunks)
-    return state.correlations.set(correlation_id, entry)
+    return state.correlations.set(correlation_id, Correlation(kind, rec, complete, chunks))
 
 
 def _fold_surface(
@@ -145,14 +161,17 @@ def _fold_surface(
     partial: bool,
     rec: Recorded,
 ) -> SurfaceState:
-    status: FoldStatus = "absent" if old is None else old.status
+    if old is None:
+        status: FoldStatus = "absent"
+        node_ids, tainted = _NO_NODES, untrusted
+    else:
+        status, node_ids, tainted = old.status, old.node_ids, untrusted or old.tainted
     for kind in kinds:
         # Recorded events are never re-validated (§8): an impossible step keeps the status.
         status = TRANSITIONS.get((status, kind), status)
-    node_ids = frozenset() if old is None else old.node_ids
-    if isinstance(node_id, str) and node_id not in node_ids:
+    if node_id is not None and node_id not in node_ids and isinstance(node_id, str):
         node_ids = node_ids | {node_id}
-    tainted = untrusted or (old is not None and old.tainted)  # RFC 0209 §C.12: sticky
+    # tainted: RFC 0209 §C.12, sticky per (runId, surfaceId)
     return SurfaceState(status, tainted, node_ids, partial, rec)
 
 
@@ -165,18 +184,19 @@ def apply_with(
     state: RunState, event: Mapping[str, Any], kinds: Sequence[str] | None
 ) -> RunState:
     """``apply``, reusing the message ``kinds`` the caller already computed for this event."""
-    rec = Recorded(event["sequence"], event["eventId"])
+    sequence = event["sequence"]
+    rec = Recorded(sequence, event["eventId"])
     recorded = event["payload"]
     envelope = recorded["envelope"]
     untrusted = recorded["trust"] == "untrusted"
     partial = envelope.get("partial")
-    is_partial = isinstance(partial, dict) and partial.get("isPartial") is True
+    is_partial = partial is not None and isinstance(partial, dict) and partial.get("isPartial") is True
     node_id = envelope.get("nodeId")
     kind = event["type"]
     correlations = _record_correlation(state, envelope["correlationId"], kind, rec, partial)
     surfaces, v1 = state.surfaces, state.v1_surface
     body = envelope.get("payload")
-    if kind == SURFACE_KIND and is_v2_body(body):
+    if kind == SURFACE_KIND and isinstance(body, dict) and body.get("version") == "v0.9":
         sid = body["surfaceId"]
         if kinds is None:
             kinds = kinds_of(body["messages"])
@@ -186,10 +206,5 @@ def apply_with(
         old_nodes = frozenset() if v1 is None else v1.node_ids
         nodes = old_nodes | {node_id} if isinstance(node_id, str) else old_nodes
         v1 = V1Surface(rec, untrusted or (v1 is not None and v1.tainted), nodes)
-    return RunState(
-        run_id=state.run_id,
-        next_sequence=max(state.next_sequence, rec.sequence + 1),
-        surfaces=surfaces,
-        correlations=correlations,
-        v1_surface=v1,
-    )
+    nxt = sequence + 1 if sequence >= state.next_sequence else state.next_sequence
+    return RunState(state.run_id, nxt, surfaces, correlations, v1)

@@ -112,7 +112,13 @@ class PMap(Mapping[K, V], Generic[K, V]):
 
     def set(self, key: K, value: V) -> PMap[K, V]:
         new = _new(PMap)
-        new._small, new._root, new._len = _assoc(self._small, self._root, self._len, key, value)
+        small = self._small
+        if small is not None and (key in small or len(small) < _SMALL):  # the common, hot case
+            copy = small.copy()
+            copy[key] = value
+            new._small, new._root, new._len = copy, _EMPTY_NODE, len(copy)
+            return new
+        new._small, new._root, new._len = _assoc(small, self._root, self._len, key, value)
         return new
 
     def __getitem__(self, key: K) -> V:

@@ -1,0 +1,295 @@
+"""``a2ui-stream bench admission [--json] [--iterations N]``: how long one in-process admission
+decision takes, against the pure-Python ``jsonschema`` baseline measured in the same run.
+
+Shell module (it reads the clock and the schema files). Two figures (issue 3 acceptance):
+
+- ``rfc0209-positive``: the RFC 0209 positive example (openwop-a2ui.md §4) on a fresh run;
+  target p50 <= 20 µs;
+- ``components-512``: one ``updateComponents`` of 512 components on a surface a previous
+  ``createSurface`` made live (so the fold admits it); target p50 <= 300 µs.
+
+Each figure is the whole ``decide`` (shape, catalog, E2, floor, branch, cross-field, fold,
+SR-1, trust, the recorded event and the next state). The BASELINE is the same ``decide`` with
+its schema checks done by ``jsonschema.Draft202012Validator`` (formats checked, as ours does)
+over the same ``schemas/`` documents. It is printed, never asserted: timing belongs to people,
+not to the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from app.core.admission import Admitted, decide
+from app.core.policy import HostPolicy
+from app.core.refusal import Violation
+from app.core.run_state import RunState
+
+__all__ = ["register", "add_parser", "run", "JsonschemaRules", "positive_record", "components_512"]
+
+BASIC = "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json"
+RUN_ID = "bench/run-000000000000000001"
+NOW = "2026-01-01T00:00:00Z"
+TARGETS_US = {"rfc0209-positive": 20.0, "components-512": 300.0}
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+def _envelope(payload: dict[str, Any], correlation_id: str) -> dict[str, Any]:
+    return {
+        "type": "ui.a2ui-surface",
+        "schemaVersion": 2,
+        "envelopeId": f"env-{correlation_id}",
+        "correlationId": correlation_id,
+        "nodeId": "gate",
+        "payload": payload,
+        "meta": {"source": "ai-generation", "ts": NOW},
+    }
+
+
+def positive_record() -> dict[str, Any]:
+    """The RFC 0209 §Examples positive payload in an admission record."""
+    sid = "approve-brief"
+    payload = {
+        "version": "v0.9",
+        "catalogId": BASIC,
+        "surfaceId": sid,
+        "messages": [
+            {"version": "v0.9", "createSurface": {"surfaceId": sid, "catalogId": BASIC}},
+            {"version": "v0.9", "updateComponents": {"surfaceId": sid, "components": [
+                {"id": "root", "component": "Column", "children": ["h", "name", "submit"]},
+                {"id": "h", "component": "Text", "text": "Launch brief", "variant": "h2"},
+                {"id": "name", "component": "TextField", "label": "Product name",
+                 "value": {"path": "/name"},
+                 "checks": [{"condition": {"call": "required",
+                                           "args": {"value": {"path": "/name"}}},
+                             "message": "Required"}]},
+                {"id": "submit_label", "component": "Text", "text": "Submit"},
+                {"id": "submit", "component": "Button", "child": "submit_label",
+                 "action": {"event": {"name": "resume",
+                                      "context": {"name": {"path": "/name"}}}}},
+            ]}},
+            {"version": "v0.9", "updateDataModel": {"surfaceId": sid, "value": {"name": ""}}},
+        ],
+    }
+    return {"runId": RUN_ID, "envelope": _envelope(payload, "corr-positive")}
+
+
+def _component(i: int) -> dict[str, Any]:
+    """A varied, profile-valid component (every kind of the profile appears)."""
+    cid = f"c{i}"
+    kind = i % 8
+    if kind == 0:
+        return {"id": cid, "component": "Text", "text": f"Paragraph {i}", "variant": "body"}
+    if kind == 1:
+        return {"id": cid, "component": "TextField", "label": f"Field {i}",
+                "value": {"path": f"/f{i}"},
+                "checks": [{"condition": {"call": "required",
+                                          "args": {"value": {"path": f"/f{i}"}}},
+                            "message": "Required"}]}
+    if kind == 2:
+        return {"id": cid, "component": "CheckBox", "label": f"Agree {i}",
+                "value": {"path": f"/b{i}"}}
+    if kind == 3:
+        return {"id": cid, "component": "ChoicePicker", "label": "Pick",
+                "options": [{"label": "A", "value": "a"}, {"label": "B", "value": "b"}],
+                "value": {"path": f"/p{i}"}, "variant": "mutuallyExclusive"}
+    if kind == 4:
+        return {"id": cid, "component": "Button", "child": f"c{i - 4}",
+                "action": {"event": {"name": "resume", "context": {"v": {"path": f"/f{i}"}}}}}
+    if kind == 5:
+        return {"id": cid, "component": "Row", "children": [f"c{i - 5}", f"c{i - 4}"]}
+    if kind == 6:
+        return {"id": cid, "component": "DateTimeInput", "value": {"path": f"/d{i}"},
+                "enableDate": True}
+    return {"id": cid, "component": "Divider", "axis": "horizontal"}
+
+
+def components_512() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the createSurface record that makes the surface live, the 512-component record)."""
+    sid = "big"
+    create = {"version": "v0.9", "catalogId": BASIC, "surfaceId": sid, "messages": [
+        {"version": "v0.9", "createSurface": {"surfaceId": sid, "catalogId": BASIC}}]}
+    components = [{"id": "root", "component": "Column",
+                   "children": [f"c{i}" for i in range(1, 256)]}]
+    components += [_component(i) for i in range(1, 512)]
+    update = {"version": "v0.9", "catalogId": BASIC, "surfaceId": sid, "messages": [
+        {"version": "v0.9", "updateComponents": {"surfaceId": sid, "components": components}}]}
+    return (
+        {"runId": RUN_ID, "envelope": _envelope(create, "corr-create")},
+        {"runId": RUN_ID, "envelope": _envelope(update, "corr-512")},
+    )
+
+
+# --- the baseline: the same checks with pure-Python jsonschema ----------------------------------
+
+
+class JsonschemaRules:
+    """``decide``'s schema checks done by ``jsonschema.Draft202012Validator`` over the same
+    documents. Only the verdict matters to the baseline, so a failure is a generic refusal."""
+
+    def __init__(self, documents: Mapping[str, Mapping[str, Any]]) -> None:
+        import jsonschema
+        from referencing import Registry, Resource
+
+        envelope = documents["ai-envelope"]
+        registry: Any = Registry().with_resource(
+            envelope["$id"], Resource.from_contents(dict(envelope))
+        )
+        cls = jsonschema.Draft202012Validator
+        fmt = cls.FORMAT_CHECKER
+        self._record = cls(documents["admission-record"], registry=registry, format_checker=fmt)
+        self._v1 = cls(documents["a2ui-surface-v1"], format_checker=fmt)
+        self._v2 = cls(documents["a2ui-surface-v2-profile"], format_checker=fmt)
+
+    @staticmethod
+    def _verdict(ok: bool, code: str) -> Violation | None:
+        return None if ok else Violation(code, "branch", "/envelope/payload", "invalid")
+
+    def check_record(self, record: Any) -> Violation | None:
+        return self._verdict(self._record.is_valid(record), "validation_error")
+
+    def check_v1(self, payload: Any) -> Violation | None:
+        return self._verdict(self._v1.is_valid(payload), "envelope_invalid")
+
+    def check_v2(self, payload: Any) -> Violation | None:
+        return self._verdict(self._v2.is_valid(payload), "envelope_invalid")
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+def _samples(fn: Callable[[], object], iterations: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    clock = time.perf_counter_ns
+    out = []
+    for _ in range(iterations):
+        start = clock()
+        fn()
+        out.append((clock() - start) / 1000.0)
+    return out
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _cases(rules: Any) -> dict[str, Callable[[], object]]:
+    policy = HostPolicy()
+    positive = positive_record()
+    create, big = components_512()
+    live = decide(create, None, policy, rules, now=NOW)
+    if not isinstance(live, Admitted):
+        raise RuntimeError(f"bench input refused: {live}")
+    state: RunState = live.state
+    for name, outcome in (
+        ("rfc0209-positive", decide(positive, None, policy, rules, now=NOW)),
+        ("components-512", decide(big, state, policy, rules, now=NOW)),
+    ):
+        if not isinstance(outcome, Admitted):  # the bench measures admissions only
+            raise RuntimeError(f"bench input {name} was not admitted: {outcome}")
+    return {
+        "rfc0209-positive": lambda: decide(positive, None, policy, rules, now=NOW),
+        "components-512": lambda: decide(big, state, policy, rules, now=NOW),
+    }
+
+
+def measure(iterations: int) -> dict[str, Any]:
+    from app.core.payload_rules import PayloadRules
+    from app.shell.schema_files import load_schema_documents
+
+    documents = load_schema_documents()
+    ours = _cases(PayloadRules.from_documents(documents))
+    baseline = _cases(JsonschemaRules(documents))
+    base_iterations = max(20, iterations // 20)
+    figures = []
+    for name in ours:
+        mine = _samples(ours[name], iterations, warmup=max(10, iterations // 10))
+        base = _samples(baseline[name], base_iterations, warmup=3)
+        p50, base_p50 = statistics.median(mine), statistics.median(base)
+        figures.append({
+            "name": name,
+            "target_p50_us": TARGETS_US[name],
+            "p50_us": round(p50, 2),
+            "p99_us": round(_percentile(mine, 0.99), 2),
+            "iterations": iterations,
+            "baseline_p50_us": round(base_p50, 2),
+            "baseline_p99_us": round(_percentile(base, 0.99), 2),
+            "baseline_iterations": base_iterations,
+            "ratio": round(base_p50 / p50, 1) if p50 else None,
+            "meets_target": p50 <= TARGETS_US[name],
+        })
+    return {
+        "bench": "admission",
+        "baseline": "jsonschema.Draft202012Validator (pure Python), same decide()",
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "figures": figures,
+    }
+
+
+def _table(result: dict[str, Any]) -> str:
+    head = f"{'figure':<18} {'target p50':>10} {'p50':>9} {'p99':>9} {'baseline p50':>13} " \
+           f"{'baseline p99':>13} {'ratio':>7}"
+    lines = [f"admission decide(), µs (Python {result['python']}, {result['machine']}); "
+             f"baseline = {result['baseline']}", head, "-" * len(head)]
+    for f in result["figures"]:
+        mark = "" if f["meets_target"] else "  (above target)"
+        lines.append(
+            f"{f['name']:<18} {f['target_p50_us']:>10.0f} {f['p50_us']:>9.1f} "
+            f"{f['p99_us']:>9.1f} {f['baseline_p50_us']:>13.1f} {f['baseline_p99_us']:>13.1f} "
+            f"{str(f['ratio']) + 'x':>7}{mark}"
+        )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.iterations < 1:
+        print("a2ui-stream bench admission: --iterations must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        import jsonschema  # noqa: F401
+        import referencing  # noqa: F401
+    except ImportError:
+        print(
+            "a2ui-stream bench admission: the baseline needs the pure-Python `jsonschema` "
+            "package, which is not installed; install the test extra: pip install -e '.[test]'",
+            file=sys.stderr,
+        )
+        return 2
+    result = measure(args.iterations)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
+    else:
+        print(_table(result))
+    return 0
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``admission`` under the ``bench`` subcommand's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "admission",
+        help="p50/p99 of the admission decision vs the pure-Python jsonschema baseline",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--iterations", type=int, default=2000, metavar="N",
+        help="timed decisions per figure (default 2000; the baseline runs N/20, at least 20)",
+    )
+    parser.set_defaults(func=run)
+    return parser
+
+
+register = add_parser
