@@ -8,17 +8,31 @@ topics.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
 import faust
+import mode
 
 from app import __version__
+from app.core.payload_rules import PayloadRules
+from app.core.policy import HostPolicy
 from app.core.topic_plan import TopicSpec
+from app.shell.metrics import Metrics
+from app.shell.schema_files import load_schema_documents
 from app.shell.settings import Settings
 from app.shell.topics_admin import desired_for
+from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
 
-__all__ = ["StreamTopics", "create_app"]
+__all__ = ["StreamTopics", "create_app", "policy_from"]
+
+
+def policy_from(settings: Settings) -> HostPolicy:
+    """The host policy the settings describe (floor and strictness are configuration)."""
+    return HostPolicy(
+        schema_versions={"ui.a2ui-surface": settings.floor}, strictness=settings.strictness  # type: ignore[arg-type]
+    )
 
 
 @dataclass(frozen=True)
@@ -33,7 +47,8 @@ class StreamTopics:
 
 
 def _broker_url(bootstrap: str) -> str:
-    return ";".join(f"kafka://{server.strip()}" for server in bootstrap.split(",") if server.strip())
+    servers = [server.strip() for server in bootstrap.split(",") if server.strip()]
+    return ";".join(f"kafka://{server}" for server in servers)
 
 
 def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTopics]:
@@ -73,6 +88,45 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         for topic_id, spec in specs.items()
     }
     stream_topics = StreamTopics(specs, topics)
+    metrics = Metrics()
+    validator = ValidatorLoop(
+        ValidatorConfig(
+            bootstrap=bootstrap,
+            admission_topic=specs["admission"].name,
+            log_topic=specs["log"].name,
+            deadletter_topic=specs["deadletter"].name,
+            partitions=specs["admission"].partitions,
+            group_id=f"{settings.app_id}-validator",
+            transactional_id=f"{settings.app_id}-validator-{settings.worker_id}",
+            transactions=settings.transactions,
+            max_record_bytes=settings.max_record_bytes,
+            fast_groups=settings.fast_groups,
+        ),
+        policy_from(settings),
+        PayloadRules.from_documents(load_schema_documents()),
+        metrics,
+    )
+    metrics.lag = validator.lag
+
+    @app.service
+    class ValidatorService(mode.Service):
+        """Runs the validator loop for the life of the worker."""
+
+        async def on_start(self) -> None:
+            self._stopping = asyncio.Event()
+            await validator.start()
+
+        @mode.Service.task
+        async def _validate(self) -> None:
+            await validator.run(self._stopping)
+
+        async def on_stop(self) -> None:
+            self._stopping.set()
+            await validator.stop()
+
+    @app.page("/metrics")
+    async def metrics_page(web: Any, request: Any) -> Any:
+        return web.text(metrics.render(), content_type="text/plain; version=0.0.4")
 
     @app.page("/health")
     async def health(web: Any, request: Any) -> Any:

@@ -7,6 +7,7 @@ tests/shell/test_settings.py checks that the two agree.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,9 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("A2UI_STREAM_FLOOR", "2", "Advertised schema version (floor) of ui.a2ui-surface: 2 (A2UI v0.9 profile) or 1 (v1 only)."),
     ("A2UI_STREAM_STRICTNESS", "warn", "Envelope strictness below the floor: warn (validate as the floor version) or strict (refuse)."),
     ("A2UI_STREAM_LOG_LEVEL", "info", "Log level of the worker: debug, info, warning, error."),
+    ("A2UI_STREAM_WORKER_ID", "", "Stable id of this worker (default: the host name). The validator's transactional id derives from it, so a restarted worker fences its previous incarnation; give every worker of a group its own."),
+    ("A2UI_STREAM_TRANSACTIONS", "auto", "Kafka transactions for the validator: auto (use them when the broker grants them), on (required), off."),
+    ("A2UI_STREAM_MAX_RECORD_BYTES", "1048576", "Admission records larger than this are dead-lettered before parsing (record_too_large)."),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
 
@@ -53,6 +57,9 @@ class Settings:
     floor: int
     strictness: str
     log_level: str
+    worker_id: str
+    transactions: str
+    max_record_bytes: int
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -95,4 +102,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         floor=_int(env, "A2UI_STREAM_FLOOR", 1, 2),
         strictness=_choice(env, "A2UI_STREAM_STRICTNESS", ("warn", "strict")),
         log_level=_choice(env, "A2UI_STREAM_LOG_LEVEL", ("debug", "info", "warning", "error")),
+        worker_id=env.get("A2UI_STREAM_WORKER_ID", "").strip() or socket.gethostname(),
+        transactions=_choice(env, "A2UI_STREAM_TRANSACTIONS", ("auto", "on", "off")),
+        max_record_bytes=_int(env, "A2UI_STREAM_MAX_RECORD_BYTES", 1024, 64 * 1024 * 1024),
     )

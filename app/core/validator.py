@@ -1,0 +1,135 @@
+"""The validator step: one admission-topic record in, one output to send out.
+
+Pure: standard library, orjson and app.core. The shell's validator loop calls ``validate`` once
+per consumed record, in partition order, keeps the returned run state, and performs the send
+the output names:
+
+- ``Append``: the recorded event, to the per-run log, key ``runId#sequence``, on the run's
+  partition (docs/topics.md);
+- ``Reject``: the dead-letter record, to the dead-letter topic;
+- ``Duplicate``: nothing (E2 re-emission; the original outcome stands).
+
+Every record ends as exactly one of the three (docs/pipeline.md, "nothing lost, nothing
+duplicated").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from app.core.admission import Admitted, Deduplicated, Rules, decide
+from app.core.dead_letter import dead_letter
+from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
+from app.core.keys import log_key, partition_for_run
+from app.core.policy import HostPolicy
+from app.core.redaction import prepare
+from app.core.refusal import Violation
+from app.core.run_state import RunState
+
+__all__ = ["Append", "Duplicate", "Reject", "SourceRecord", "validate"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """One consumed admission-topic record, as the shell received it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    run_id: str
+    sequence: int
+    key: bytes
+    value: bytes
+    state: RunState
+    drift: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    key: bytes | None
+    value: bytes
+    code: str
+    run_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    run_id: str
+    correlation_id: str
+    sequence: int
+
+
+Output = Append | Reject | Duplicate
+
+
+def _correlation_of(record: Any) -> str | None:
+    envelope = record.get("envelope") if isinstance(record, dict) else None
+    cid = envelope.get("correlationId") if isinstance(envelope, dict) else None
+    return cid if isinstance(cid, str) else None
+
+
+def _reject(
+    violation: Violation, source: SourceRecord, now: str, policy: HostPolicy,
+    run_id: str | None, correlation_id: str | None,
+) -> Reject:
+    secrets = prepare(policy.secrets_for(run_id)) if run_id is not None else ()
+    letter = dead_letter(
+        violation, source.value, topic=source.topic, partition=source.partition,
+        offset=source.offset, now=now, run_id=run_id, correlation_id=correlation_id,
+        secrets=secrets,
+    )
+    key = run_id.encode("utf-8") if run_id is not None else source.key
+    return Reject(key, orjson.dumps(letter), violation.code, run_id)
+
+
+def validate(
+    source: SourceRecord,
+    state_of: Callable[[str], RunState | None],
+    policy: HostPolicy,
+    rules: Rules,
+    *,
+    now: str,
+    partitions: int,
+    max_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> Append | Reject | Duplicate:
+    """Decide one consumed record. ``state_of(runId)`` is the run's current state (None for a
+    run with no recorded event); ``partitions`` is the admission topic's partition count.
+    Never raises on any bytes."""
+    intake = read_admission(source.key, source.value, max_bytes=max_bytes)
+    if isinstance(intake, Violation):
+        return _reject(intake, source, now, policy, None, None)
+    assert isinstance(intake, Intake)
+    run_id = intake.run_id
+    correlation_id = _correlation_of(intake.record)
+    if run_id is not None and partition_for_run(run_id, partitions) != source.partition:
+        # Co-partitioning (docs/topics.md): a run's records must arrive on the partition the
+        # default partitioner gives its runId, or its order against its own log is lost.
+        wrong = Violation(
+            "record_key_mismatch", "record-partition", "/runId",
+            f"run {run_id!r} belongs on partition {partition_for_run(run_id, partitions)}, "
+            f"not {source.partition}: publish with key=runId and the default partitioner",
+            {"partition": source.partition},
+        )
+        return _reject(wrong, source, now, policy, run_id, correlation_id)
+    state = state_of(run_id) if run_id is not None else None
+    outcome = decide(intake.record, state, policy, rules, now=now)
+    if isinstance(outcome, Admitted):
+        event = outcome.event
+        return Append(
+            event["runId"], event["sequence"], log_key(event["runId"], event["sequence"]),
+            orjson.dumps(event), outcome.state, outcome.drift,
+        )
+    if isinstance(outcome, Deduplicated):
+        assert run_id is not None
+        return Duplicate(run_id, outcome.correlation_id, outcome.sequence)
+    return _reject(outcome.violation, source, now, policy, run_id, correlation_id)

@@ -1,0 +1,342 @@
+"""The validator: admission topic -> per-run log or dead-letter topic, exactly once.
+
+Shell module. It runs inside the Faust worker (started by ``app.shell.faust_app``) but uses its
+own aiokafka consumer and producer on the hot path, for two measured reasons (docs/pipeline.md):
+Faust's per-event stream machinery caps a worker near 6k events/s (../shared/spec/kafka.md),
+and one Kafka transaction must span the log append, the dead letter and the admission offset.
+
+For each consumed batch it calls ``app.core.validator.validate`` once per record, in partition
+order, and then, atomically where the broker supports transactions:
+  - appends the recorded events to the log (key ``runId#seq``, the run's partition),
+  - appends the dead letters (same partition number: the topics are co-partitioned),
+  - commits the admission offsets.
+
+Run state is not stored anywhere else: on every partition assignment it is rebuilt from the
+per-run log itself (``reduce(apply, log)``), read with ``read_committed``, so it cannot diverge
+from the log. Every output carries the header ``a2ui-source: <partition>:<offset>``; records
+past the committed offset whose source already appears in the log or the dead-letter topic are
+skipped, which keeps "exactly one outcome per record" even on a broker without transactions
+(tansu), where the offset commit and the appends are not atomic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+
+from app.core.fold import apply
+from app.core.keys import run_of_log_key
+from app.core.payload_rules import PayloadRules
+from app.core.policy import HostPolicy
+from app.core.run_state import RunState
+from app.core.validator import Append, Duplicate, Reject, SourceRecord, validate
+from app.shell.kafka_io import read_topic
+from app.shell.metrics import Metrics
+
+__all__ = ["SOURCE_HEADER", "ValidatorConfig", "ValidatorLoop", "now_rfc3339"]
+
+log = logging.getLogger("a2ui_stream.validator")
+
+SOURCE_HEADER = "a2ui-source"
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class ValidatorConfig:
+    bootstrap: str
+    admission_topic: str
+    log_topic: str
+    deadletter_topic: str
+    partitions: int
+    group_id: str
+    transactional_id: str
+    transactions: str = "auto"  # "auto" | "on" | "off"
+    max_record_bytes: int = 1_048_576
+    fast_groups: bool = False
+    max_batch: int = 2000
+
+
+@dataclass
+class _PartitionState:
+    runs: dict[str, RunState] = field(default_factory=dict)
+    seen: set[int] = field(default_factory=set)  # source offsets with an outcome already
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, loop: ValidatorLoop) -> None:
+        self.loop = loop
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        # Wait for the batch in flight to commit, then forget the partitions' state.
+        async with self.loop.lock:
+            for tp in revoked:
+                self.loop.partitions.pop(tp.partition, None)
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        async with self.loop.lock:
+            for tp in assigned:
+                await self.loop.restore(tp)
+
+
+class ValidatorLoop:
+    def __init__(
+        self, config: ValidatorConfig, policy: HostPolicy, rules: PayloadRules, metrics: Metrics
+    ) -> None:
+        self.config = config
+        self.policy = policy
+        self.rules = rules
+        self.metrics = metrics
+        self.lock = asyncio.Lock()
+        self.partitions: dict[int, _PartitionState] = {}
+        self.consumer: AIOKafkaConsumer | None = None
+        self.producer: AIOKafkaProducer | None = None
+        self.transactional = False
+        self.ready = asyncio.Event()
+        self.positions: dict[int, int] = {}  # next admission offset to process, per partition
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.producer = await self._start_producer()
+        group_timeouts: dict[str, Any] = (
+            {"session_timeout_ms": 10000, "heartbeat_interval_ms": 1000,
+             "rebalance_timeout_ms": 10000}
+            if self.config.fast_groups else {}
+        )
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.config.bootstrap,
+            group_id=self.config.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            max_partition_fetch_bytes=8 * 1024 * 1024,
+            **group_timeouts,
+        )
+        await self.consumer.start()
+        self.consumer.subscribe([self.config.admission_topic], listener=_Rebalance(self))
+
+    async def _start_producer(self) -> AIOKafkaProducer:
+        common: dict[str, Any] = {
+            "bootstrap_servers": self.config.bootstrap,
+            "acks": "all",
+            "linger_ms": 5,
+            "max_batch_size": 256 * 1024,
+            "max_request_size": 8 * 1024 * 1024,
+        }
+        if self.config.transactions != "off":
+            producer = AIOKafkaProducer(
+                transactional_id=self.config.transactional_id,
+                transaction_timeout_ms=30000,
+                **common,
+            )
+            try:
+                # InitProducerId with our stable transactional id also fences (aborts) the open
+                # transaction of a previous incarnation of this worker (e.g. after SIGKILL).
+                await asyncio.wait_for(producer.start(), 30)
+                self.transactional = True
+                log.info("validator: transactional producer %s", self.config.transactional_id)
+                return producer
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    await producer.stop()
+                if self.config.transactions == "on":
+                    raise
+                log.warning(
+                    "validator: the broker refused transactions (%s); exactly-once then rests "
+                    "on source-offset idempotency (docs/pipeline.md)", type(exc).__name__,
+                )
+        producer = AIOKafkaProducer(**common)
+        await producer.start()
+        return producer
+
+    async def stop(self) -> None:
+        if self.consumer is not None:
+            with contextlib.suppress(Exception):
+                await self.consumer.stop()
+        if self.producer is not None:
+            with contextlib.suppress(Exception):
+                await self.producer.stop()
+
+    # -- state restore ------------------------------------------------------------------------
+
+    async def restore(self, tp: TopicPartition) -> None:
+        """Rebuild partition ``tp``'s run states from the log, and the set of source offsets
+        past the committed offset that already have an outcome."""
+        assert self.consumer is not None
+        committed = await self.consumer.committed(tp) or 0
+        state = _PartitionState()
+        log_records = await read_topic(
+            self.config.bootstrap, self.config.log_topic, isolation="read_committed",
+            partitions=[tp.partition], timeout=300,
+        )
+        for record in log_records:
+            if record.key is None:
+                continue
+            run_id = run_of_log_key(record.key)
+            if record.value is None:  # a tombstone: `runs delete` removed this run's events
+                state.runs.pop(run_id, None)
+                continue
+            event = orjson.loads(record.value)
+            state.runs[run_id] = apply(state.runs.get(run_id) or RunState.initial(run_id), event)
+            _note_source(state.seen, record, tp.partition, committed)
+        dead = await read_topic(
+            self.config.bootstrap, self.config.deadletter_topic, isolation="read_committed",
+            partitions=[tp.partition], timeout=300,
+        )
+        for record in dead:
+            _note_source(state.seen, record, tp.partition, committed)
+        self.partitions[tp.partition] = state
+        self.positions[tp.partition] = committed
+        log.info(
+            "validator: partition %d restored: %d runs from %d log records, %d outcomes past "
+            "offset %d", tp.partition, len(state.runs), len(log_records), len(state.seen),
+            committed,
+        )
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        assert self.consumer is not None
+        self.ready.set()
+        while not stopping.is_set():
+            batch = await self.consumer.getmany(timeout_ms=200, max_records=self.config.max_batch)
+            if not batch:
+                continue
+            async with self.lock:
+                try:
+                    await self._process(batch)
+                except Exception:
+                    log.exception("validator: batch failed; rewinding to the committed offsets")
+                    await self._rewind()
+
+    async def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        assert self.consumer is not None and self.producer is not None
+        now = now_rfc3339()
+        sends: list[tuple[str, int, bytes | None, bytes, list[tuple[str, bytes]]]] = []
+        offsets: dict[TopicPartition, int] = {}
+        staged: dict[int, dict[str, RunState]] = {}
+        counts: list[tuple[str, str | None]] = []
+        for tp, records in batch.items():
+            part = self.partitions.get(tp.partition)
+            if part is None or not records:
+                continue  # revoked while the batch was fetched
+            runs = staged.setdefault(tp.partition, {})
+
+            def state_of(run_id: str, runs: dict[str, RunState] = runs,
+                         part: _PartitionState = part) -> RunState | None:
+                return runs.get(run_id) or part.runs.get(run_id)
+
+            for record in records:
+                if record.offset in part.seen:
+                    counts.append(("skipped", None))
+                    continue
+                source = SourceRecord(tp.topic, tp.partition, record.offset, record.key,
+                                      record.value)
+                out = validate(source, state_of, self.policy, self.rules, now=now,
+                               partitions=self.config.partitions,
+                               max_bytes=self.config.max_record_bytes)
+                header = [(SOURCE_HEADER, f"{tp.partition}:{record.offset}".encode())]
+                if isinstance(out, Append):
+                    runs[out.run_id] = out.state
+                    sends.append((self.config.log_topic, tp.partition, out.key, out.value, header))
+                    counts.append(("admitted", None))
+                    if out.drift is not None:
+                        log.warning("envelope_schema_version_drift run=%s sequence=%d from=%d",
+                                    out.run_id, out.sequence, out.drift)
+                elif isinstance(out, Reject):
+                    sends.append((self.config.deadletter_topic, tp.partition, out.key, out.value,
+                                  header))
+                    counts.append(("refused", out.code))
+                elif isinstance(out, Duplicate):
+                    counts.append(("deduplicated", None))
+            offsets[tp] = records[-1].offset + 1
+        if not offsets:
+            return
+        await self._send_and_commit(sends, offsets)
+        # Only now, with the outputs and offsets committed, does the new state become ours.
+        for partition, runs in staged.items():
+            part = self.partitions.get(partition)
+            if part is not None:
+                part.runs.update(runs)
+                nxt = offsets[_tp(self, partition)]
+                part.seen = {o for o in part.seen if o >= nxt}
+                self.positions[partition] = nxt
+        for outcome, code in counts:
+            self.metrics.count(outcome, code)
+
+    async def _send_and_commit(
+        self,
+        sends: list[tuple[str, int, bytes | None, bytes, list[tuple[str, bytes]]]],
+        offsets: dict[TopicPartition, int],
+    ) -> None:
+        assert self.consumer is not None and self.producer is not None
+        producer = self.producer
+        if self.transactional:
+            async with producer.transaction():
+                futures = [
+                    await producer.send(topic, value, key=key, partition=partition,
+                                        headers=headers)
+                    for topic, partition, key, value, headers in sends
+                ]
+                await producer.send_offsets_to_transaction(offsets, self.config.group_id)
+            await asyncio.gather(*futures)
+            return
+        futures = [
+            await producer.send(topic, value, key=key, partition=partition, headers=headers)
+            for topic, partition, key, value, headers in sends
+        ]
+        await asyncio.gather(*futures)
+        await self.consumer.commit(offsets)
+
+    async def _rewind(self) -> None:
+        """After a failed batch: drop the staged work, rebuild state, resume at committed."""
+        assert self.consumer is not None
+        if self.transactional and self.producer is not None:
+            with contextlib.suppress(Exception):
+                await self.producer.stop()
+            self.producer = await self._start_producer()
+        for tp in list(self.consumer.assignment()):
+            await self.restore(tp)
+            committed = await self.consumer.committed(tp)
+            if committed is None:
+                await self.consumer.seek_to_beginning(tp)
+            else:
+                self.consumer.seek(tp, committed)
+
+    def lag(self) -> dict[int, int]:
+        """Records not yet processed, per assigned admission partition (high watermark minus
+        the next offset to process)."""
+        consumer = self.consumer
+        if consumer is None:
+            return {}
+        lags: dict[int, int] = {}
+        for tp in consumer.assignment():
+            high = consumer.highwater(tp)
+            nxt = self.positions.get(tp.partition)
+            if high is not None and nxt is not None:
+                lags[tp.partition] = max(0, high - nxt)
+        return lags
+
+
+def _tp(loop: ValidatorLoop, partition: int) -> TopicPartition:
+    return TopicPartition(loop.config.admission_topic, partition)
+
+
+def _note_source(seen: set[int], record: Any, partition: int, committed: int) -> None:
+    for name, value in record.headers or ():
+        if name == SOURCE_HEADER:
+            src_partition, _, offset = value.decode().partition(":")
+            if int(src_partition) == partition and int(offset) >= committed:
+                seen.add(int(offset))
