@@ -1,0 +1,190 @@
+"""``a2ui-stream check``: verdicts per input, malformed lines, exit codes 0/1/2.
+
+Most cases call ``run(args)`` directly (fast, in process); one runs the real console script
+through ``python -m app.shell.cli`` when the lead's CLI wires the command in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from app.shell import bench_admission, check_command
+from tests.core.admission_support import (
+    POSITIVE,
+    components_msg,
+    create_msg,
+    envelope,
+    record,
+    v2,
+)
+
+
+def _args(file: str, *extra: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    check_command.add_parser(sub)
+    return parser.parse_args(["check", file, *extra])
+
+
+def _run(tmp_path: Path, data: bytes, *extra: str, capsys: Any) -> tuple[int, list[dict[str, Any]], str]:
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(data)
+    code = check_command.run(_args(str(path), *extra))
+    out, err = capsys.readouterr()
+    return code, [orjson.loads(line) for line in out.splitlines() if line], err
+
+
+def _jsonl(*records: Any) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)
+
+
+def test_check_command_all_admitted_exits_0(tmp_path: Path, capsys: Any) -> None:
+    data = _jsonl(
+        record(envelope(copy.deepcopy(POSITIVE))),
+        record(envelope(v2("approve-brief", components_msg("approve-brief")))),
+    )
+    code, verdicts, _ = _run(tmp_path, data, capsys=capsys)
+    assert code == 0
+    assert [v["outcome"] for v in verdicts] == ["admitted", "admitted"]
+    assert [v["sequence"] for v in verdicts] == [0, 1]
+    assert verdicts[0] == {
+        "index": 0, "line": 1, "outcome": "admitted", "code": None, "rule": None, "path": None,
+        "message": None, "sequence": 0,
+    }
+
+
+def test_check_command_fold_across_inputs_and_malformed_lines(tmp_path: Path, capsys: Any) -> None:
+    data = (
+        _jsonl(record(envelope(v2("s", create_msg("s")))))
+        + b"{not json\n\n"
+        + b"\xff\xfe\n"
+        + _jsonl(
+            record(envelope(v2("s", create_msg("s")))),  # fold: already live
+            record(envelope(v2("s", components_msg("s")))),
+            [1, 2],
+        )
+    )
+    code, verdicts, _ = _run(tmp_path, data, capsys=capsys)
+    assert code == 1
+    summary = [(v["index"], v["line"], v["outcome"], v["code"], v["rule"]) for v in verdicts]
+    assert summary == [
+        (0, 1, "admitted", None, None),
+        (1, 2, "refused", "record_not_json", "json"),
+        (2, 4, "refused", "record_not_utf8", "utf-8"),
+        (3, 5, "refused", "envelope_invalid", "fold"),
+        (4, 6, "admitted", None, None),
+        (5, 7, "refused", "validation_error", "envelope-shape"),
+    ]
+    assert verdicts[3]["path"] == "/envelope/payload/messages/0"
+    assert verdicts[4]["sequence"] == 1
+
+
+def test_check_command_dedup_is_not_a_refusal(tmp_path: Path, capsys: Any) -> None:
+    env = envelope(copy.deepcopy(POSITIVE), correlation_id="same")
+    code, verdicts, _ = _run(tmp_path, _jsonl(record(env), record(env)), capsys=capsys)
+    assert code == 0
+    assert [(v["outcome"], v["sequence"]) for v in verdicts] == [("admitted", 0), ("deduplicated", 0)]
+
+
+def test_check_command_whole_document_array_and_runs_are_separate(tmp_path: Path, capsys: Any) -> None:
+    records = [
+        record(envelope(v2("s", create_msg("s"))), run_id="t/run-a"),
+        record(envelope(v2("s", create_msg("s"))), run_id="t/run-b"),  # another run: absent
+    ]
+    path = tmp_path / "records.json"
+    path.write_bytes(orjson.dumps(records, option=orjson.OPT_INDENT_2))
+    code = check_command.run(_args(str(path)))
+    verdicts = [orjson.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 0
+    assert [(v["outcome"], v["sequence"]) for v in verdicts] == [("admitted", 0), ("admitted", 0)]
+    assert "line" not in verdicts[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "outcome", "refusal"),
+    [
+        ((), 0, "admitted", None),  # warn: validated as v2 at the floor
+        (("--strict",), 1, "refused", "unknown_schema_version"),
+        (("--floor", "1"), 1, "refused", "envelope_invalid"),  # v1 branch, v2 body
+    ],
+)
+def test_check_command_floor_and_strictness(
+    tmp_path: Path, capsys: Any, extra: tuple[str, ...], code: int, outcome: str,
+    refusal: str | None,
+) -> None:
+    data = _jsonl(record(envelope(v2("s", create_msg("s")), schema_version=1)))
+    got, verdicts, _ = _run(tmp_path, data, *extra, capsys=capsys)
+    assert (got, verdicts[0]["outcome"], verdicts[0]["code"]) == (code, outcome, refusal)
+
+
+def test_check_command_missing_file_exits_2_with_advice(tmp_path: Path, capsys: Any) -> None:
+    code = check_command.run(_args(str(tmp_path / "nope.jsonl")))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "no such file" in err and "'-'" in err
+
+
+def test_check_command_bad_floor_exits_2(tmp_path: Path, capsys: Any) -> None:
+    code, _, err = _run(tmp_path, b"", "--floor", "7", capsys=capsys)
+    assert code == 2 and "--floor" in err
+
+
+def test_check_command_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    data = _jsonl(record(envelope(copy.deepcopy(POSITIVE))))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert check_command.run(_args("-")) == 0
+    assert orjson.loads(capsys.readouterr().out)["outcome"] == "admitted"
+
+
+def test_check_command_read_inputs_splits_documents_and_lines() -> None:
+    assert check_command.read_inputs(b'{"a": 1}') == [(None, {"a": 1})]
+    assert check_command.read_inputs(b"[1, 2]") == [(None, 1), (None, 2)]
+    lines = check_command.read_inputs(b'{"a": 1}\n\n{"b": 2}\n')
+    assert lines == [(1, {"a": 1}), (3, {"b": 2})]
+
+
+def test_check_command_console_script_exit_codes(tmp_path: Path) -> None:
+    from app.shell import cli
+
+    if "check" not in cli.build_parser().format_help():
+        pytest.skip("the CLI does not list the check command yet")
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(_jsonl(record(envelope(copy.deepcopy(POSITIVE)))))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"nope\n")
+    base = [sys.executable, "-m", "app.shell.cli", "check"]
+    assert subprocess.run([*base, str(good)], capture_output=True, timeout=120).returncode == 0
+    assert subprocess.run([*base, str(bad)], capture_output=True, timeout=120).returncode == 1
+    missing = subprocess.run([*base, str(tmp_path / "x")], capture_output=True, timeout=120)
+    assert missing.returncode == 2 and b"no such file" in missing.stderr
+
+
+def test_bench_admission_registers_its_options() -> None:
+    parser = argparse.ArgumentParser()
+    bench_admission.register(parser.add_subparsers())
+    args = parser.parse_args(["admission", "--json", "--iterations", "5"])
+    assert args.json is True and args.iterations == 5 and args.func is bench_admission.run
+
+
+def test_bench_admission_inputs_are_admitted_by_both_rule_sets() -> None:
+    """The bench measures admissions: its inputs must be admitted by ours and by the baseline
+    (``_cases`` raises otherwise). No timing is asserted."""
+    pytest.importorskip("jsonschema")
+    from app.core.payload_rules import PayloadRules
+    from app.shell.schema_files import load_schema_documents
+
+    documents = load_schema_documents()
+    for rules in (PayloadRules.from_documents(documents), bench_admission.JsonschemaRules(documents)):
+        cases = bench_admission._cases(rules)
+        assert set(cases) == {"rfc0209-positive", "components-512"}
+    _, big = bench_admission.components_512()
+    assert len(big["envelope"]["payload"]["messages"][0]["updateComponents"]["components"]) == 512
