@@ -894,6 +894,15 @@ def envelope_corpus() -> Iterator[tuple[str, Any]]:
         [],
     ]:
         yield f"partial-{json.dumps(partial)}", {**ENVELOPE, "partial": partial}
+    for traceparent in ["", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"]:
+        yield (
+            f"traceparent-{traceparent!r}",
+            _meta({**ENVELOPE["meta"], "traceparent": traceparent}),
+        )
+    yield "type-other-kind", {**ENVELOPE, "type": "clarification.request"}
+    yield "payload-deep", {**ENVELOPE, "payload": {"a": [[{"b": [None]}]]}}
+    yield "rendering-empty", _meta({**ENVELOPE["meta"], "rendering": {}})
+    yield "meta-empty", _meta({})
     yield "not-object", [ENVELOPE]
 
 
@@ -961,3 +970,55 @@ def test_stored_copy_matches_its_sha256sums() -> None:
         digest, relative = line.split(maxsplit=1)
         assert hashlib.sha256((A2UI / relative).read_bytes()).hexdigest() == digest, relative
     assert _read(A2UI / "catalogs/basic/catalog.json")["$id"] == BASIC
+
+
+# ---------------------------------------------------------------------------------------------
+# (f) upstream's own example files (a2ui-v09.md §6): none fits the profile as written, and the
+#     refusal names the excluded affordance; after the mechanical rewrite (no sendDataModel, the
+#     basic catalog, resume events) our decision still agrees with upstream payloadV2.
+# ---------------------------------------------------------------------------------------------
+
+EXAMPLES = sorted((A2UI / "catalogs").glob("*/examples/*.json"))
+
+
+def _as_payload(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    surface = next(m[k]["surfaceId"] for m in messages for k in m if k != "version")
+    return {"version": "v0.9", "catalogId": BASIC, "surfaceId": surface, "messages": messages}
+
+
+def _rewritten(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    messages = copy.deepcopy(messages)
+    for message in messages:
+        create = message.get("createSurface")
+        if create is not None:
+            create.pop("sendDataModel", None)
+            create["catalogId"] = BASIC
+        for component in message.get("updateComponents", {}).get("components", []):
+            action = component.get("action")
+            if isinstance(action, dict) and isinstance(action.get("event"), dict):
+                action["event"]["name"] = "resume"
+    return messages
+
+
+def test_upstream_examples(rules: PayloadRules, upstream_message: Draft202012Validator) -> None:
+    upstream = _branch(_read(OPENWOP / "v2/envelopes/ui.a2ui-surface.schema.json"), "payloadV2")
+    assert len(EXAMPLES) == 43
+    admitted = 0
+    for path in EXAMPLES:
+        messages = _read(path)["messages"]
+        as_written = rules.check_v2(_as_payload(messages))
+        assert as_written is not None and "affordance" in as_written.details, path.name
+        rewritten = _as_payload(_rewritten(messages))
+        violation = rules.check_v2(rewritten)
+        assert upstream.is_valid(rewritten) == (violation is None), path.name
+        if violation is None:
+            admitted += 1
+            for message in _split(rewritten["messages"]):
+                assert upstream_message.is_valid(message), (path.name, message)
+        else:
+            assert "affordance" in violation.details, (path.name, violation)
+    print(
+        f"upstream examples: {len(EXAMPLES)} refused as written; after the rewrite "
+        f"{admitted} admitted, {len(EXAMPLES) - admitted} refused naming an affordance"
+    )
+    assert admitted >= 5
