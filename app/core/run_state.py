@@ -23,7 +23,7 @@ May import: the standard library and app.core.pmap.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from app.core.pmap import PMap
 
@@ -34,6 +34,8 @@ __all__ = [
     "V1Surface",
     "Correlation",
     "RunState",
+    "dump",
+    "load",
 ]
 
 # "absent" is never stored: a surfaceId missing from ``surfaces`` is absent.
@@ -115,3 +117,59 @@ class RunState(NamedTuple):
         if v1 is not None and v1.tainted and node_id in v1.node_ids:
             found.append("v1")
         return tuple(found)
+
+
+# --- a JSON form, for a state table (the log stays the source of truth) -----------------------
+
+
+def _rec(r: Recorded | None) -> list[Any] | None:
+    return None if r is None else [r.sequence, r.event_id]
+
+
+def _unrec(value: Any) -> Recorded | None:
+    return None if value is None else Recorded(int(value[0]), str(value[1]))
+
+
+def dump(state: RunState) -> dict[str, Any]:
+    """A JSON-ready form of ``state`` (``load`` inverts it)."""
+    v1 = state.v1_surface
+    return {
+        "runId": state.run_id,
+        "nextSequence": state.next_sequence,
+        "surfaces": {
+            sid: {"status": s.status, "tainted": s.tainted, "nodeIds": sorted(s.node_ids),
+                  "partial": s.partial, "last": _rec(s.last)}
+            for sid, s in state.surfaces.items()
+        },
+        "correlations": {
+            cid: {"type": c.type, "last": _rec(c.last), "complete": c.complete,
+                  "chunks": sorted([i, r.sequence, r.event_id] for i, r in c.chunks.items())}
+            for cid, c in state.correlations.items()
+        },
+        "v1Surface": None if v1 is None else {
+            "last": _rec(v1.last), "tainted": v1.tainted, "nodeIds": sorted(v1.node_ids)},
+    }
+
+
+def load(obj: dict[str, Any]) -> RunState:
+    """The ``RunState`` that ``dump`` wrote (a ``KeyError``/``TypeError`` means a corrupt table
+    entry: the operator should rebuild it from the run log)."""
+    surfaces = PMap({
+        sid: SurfaceState(s["status"], bool(s["tainted"]), frozenset(s["nodeIds"]),
+                          bool(s["partial"]), _unrec(s["last"]))
+        for sid, s in obj["surfaces"].items()
+    })
+    correlations = PMap({
+        cid: Correlation(c["type"], _unrec(c["last"]), bool(c["complete"]),  # type: ignore[arg-type]
+                         PMap({int(i): Recorded(int(q), str(e)) for i, q, e in c["chunks"]}))
+        for cid, c in obj["correlations"].items()
+    })
+    v1 = obj.get("v1Surface")
+    return RunState(
+        run_id=obj["runId"],
+        next_sequence=int(obj["nextSequence"]),
+        surfaces=surfaces,
+        correlations=correlations,
+        v1_surface=None if v1 is None else V1Surface(
+            _unrec(v1["last"]), bool(v1["tainted"]), frozenset(v1["nodeIds"])),  # type: ignore[arg-type]
+    )

@@ -13,6 +13,7 @@ import copy
 from functools import reduce
 from typing import Any
 
+import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,7 @@ from app.core.admission import Admitted, Deduplicated, Refused, decide
 from app.core.fold import apply
 from app.core.policy import HostPolicy
 from app.core.refusal import CODES
-from app.core.run_state import RunState
+from app.core.run_state import RunState, dump, load
 from tests.core.admission_support import (
     NOW,
     POSITIVE,
@@ -147,6 +148,8 @@ def test_admission_replay_of_the_log_equals_the_live_state(envs: list[dict[str, 
     assert replayed == (live or RunState.initial(RUN))
     assert replayed.next_sequence == len(log)
     assert [e["sequence"] for e in log] == list(range(len(log)))
+    # the table form round-trips through JSON to an equal state
+    assert load(orjson.loads(orjson.dumps(dump(replayed)))) == replayed
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
