@@ -8,7 +8,7 @@ in the v2 reference host" and the normative list):
   1. envelope-shape   the record and the AI envelope shape            -> validation_error
   2. kind-catalog     universal kinds or ``policy.kinds``              -> unknown_envelope_kind
   3. correlation      E2: same id + same type => the original outcome, recording nothing;
-                      same id + other type                            -> envelope_correlation_conflict
+                      same id + other type         -> envelope_correlation_conflict
   4. floor            emitted > floor                                 -> unknown_schema_version
                       emitted < floor: strict                         -> unknown_schema_version
                                        warn => validate at the floor, flag the drift
@@ -116,8 +116,18 @@ class _Ctx:
     """The working values of one decision (local to one ``decide`` call)."""
 
     __slots__ = (
-        "record", "state", "policy", "rules", "run_id", "envelope", "kind", "secrets",
-        "selected", "drift", "v2", "kinds",
+        "record",
+        "state",
+        "policy",
+        "rules",
+        "run_id",
+        "envelope",
+        "kind",
+        "secrets",
+        "selected",
+        "drift",
+        "v2",
+        "kinds",
     )
 
     def __init__(self, record: Any, state: RunState | None, policy: HostPolicy, rules: Rules):
@@ -356,4 +366,3 @@ def decide(
             return result
         return Refused(_scrub(result, ctx.secrets))
     return _record(ctx, now, event_id)
-

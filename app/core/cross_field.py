@@ -38,7 +38,7 @@ def check_cross_field(payload: Mapping[str, Any], kinds: Sequence[str]) -> Viola
     (``app.core.fold.kinds_of``), or None."""
     surface_id = payload.get("surfaceId")
     catalog_id = payload.get("catalogId")
-    for index, (message, kind) in enumerate(zip(payload.get("messages", ()), kinds)):
+    for index, (message, kind) in enumerate(zip(payload.get("messages", ()), kinds, strict=False)):
         if kind == "unknown":
             continue
         body = message[kind]

@@ -79,7 +79,7 @@ def message_kind(message: Any) -> str | None:
     if isinstance(message, dict):
         for key in message:
             if key in _KIND_SET:
-                return key
+                return str(key)
     return None
 
 
@@ -180,9 +180,7 @@ def apply(state: RunState, event: Mapping[str, Any]) -> RunState:
     return apply_with(state, event, None)
 
 
-def apply_with(
-    state: RunState, event: Mapping[str, Any], kinds: Sequence[str] | None
-) -> RunState:
+def apply_with(state: RunState, event: Mapping[str, Any], kinds: Sequence[str] | None) -> RunState:
     """``apply``, reusing the message ``kinds`` the caller already computed for this event."""
     sequence = event["sequence"]
     rec = Recorded(sequence, event["eventId"])
@@ -190,7 +188,9 @@ def apply_with(
     envelope = recorded["envelope"]
     untrusted = recorded["trust"] == "untrusted"
     partial = envelope.get("partial")
-    is_partial = partial is not None and isinstance(partial, dict) and partial.get("isPartial") is True
+    is_partial = (
+        partial is not None and isinstance(partial, dict) and partial.get("isPartial") is True
+    )
     node_id = envelope.get("nodeId")
     kind = event["type"]
     correlations = _record_correlation(state, envelope["correlationId"], kind, rec, partial)

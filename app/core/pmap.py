@@ -47,7 +47,9 @@ def _with(node: tuple[Any, ...], i: int, child: Any) -> tuple[Any, ...]:
     return node[:i] + (child,) + node[i + 1 :]
 
 
-def _set(node: tuple[Any, ...], h: int, shift: int, key: Any, value: Any) -> tuple[tuple[Any, ...], bool]:
+def _set(
+    node: tuple[Any, ...], h: int, shift: int, key: Any, value: Any
+) -> tuple[tuple[Any, ...], bool]:
     """Return the new node and whether the key was new."""
     i = (h >> shift) & _MASK
     slot = node[i]

@@ -41,7 +41,7 @@ __all__ = [
 # "absent" is never stored: a surfaceId missing from ``surfaces`` is absent.
 FoldStatus = Literal["absent", "live", "deleted"]
 
-EMPTY: PMap = PMap()  # shared: a PMap is immutable
+EMPTY: PMap[Any, Any] = PMap()  # shared: a PMap is immutable
 
 
 class Recorded(NamedTuple):
@@ -127,7 +127,11 @@ def _rec(r: Recorded | None) -> list[Any] | None:
 
 
 def _unrec(value: Any) -> Recorded | None:
-    return None if value is None else Recorded(int(value[0]), str(value[1]))
+    return None if value is None else _unrec_required(value)
+
+
+def _unrec_required(value: Any) -> Recorded:
+    return Recorded(int(value[0]), str(value[1]))
 
 
 def dump(state: RunState) -> dict[str, Any]:
@@ -137,39 +141,63 @@ def dump(state: RunState) -> dict[str, Any]:
         "runId": state.run_id,
         "nextSequence": state.next_sequence,
         "surfaces": {
-            sid: {"status": s.status, "tainted": s.tainted, "nodeIds": sorted(s.node_ids),
-                  "partial": s.partial, "last": _rec(s.last)}
+            sid: {
+                "status": s.status,
+                "tainted": s.tainted,
+                "nodeIds": sorted(s.node_ids),
+                "partial": s.partial,
+                "last": _rec(s.last),
+            }
             for sid, s in state.surfaces.items()
         },
         "correlations": {
-            cid: {"type": c.type, "last": _rec(c.last), "complete": c.complete,
-                  "chunks": sorted([i, r.sequence, r.event_id] for i, r in c.chunks.items())}
+            cid: {
+                "type": c.type,
+                "last": _rec(c.last),
+                "complete": c.complete,
+                "chunks": sorted([i, r.sequence, r.event_id] for i, r in c.chunks.items()),
+            }
             for cid, c in state.correlations.items()
         },
-        "v1Surface": None if v1 is None else {
-            "last": _rec(v1.last), "tainted": v1.tainted, "nodeIds": sorted(v1.node_ids)},
+        "v1Surface": None
+        if v1 is None
+        else {"last": _rec(v1.last), "tainted": v1.tainted, "nodeIds": sorted(v1.node_ids)},
     }
 
 
 def load(obj: dict[str, Any]) -> RunState:
     """The ``RunState`` that ``dump`` wrote (a ``KeyError``/``TypeError`` means a corrupt table
     entry: the operator should rebuild it from the run log)."""
-    surfaces = PMap({
-        sid: SurfaceState(s["status"], bool(s["tainted"]), frozenset(s["nodeIds"]),
-                          bool(s["partial"]), _unrec(s["last"]))
-        for sid, s in obj["surfaces"].items()
-    })
-    correlations = PMap({
-        cid: Correlation(c["type"], _unrec(c["last"]), bool(c["complete"]),  # type: ignore[arg-type]
-                         PMap({int(i): Recorded(int(q), str(e)) for i, q, e in c["chunks"]}))
-        for cid, c in obj["correlations"].items()
-    })
+    surfaces = PMap(
+        {
+            sid: SurfaceState(
+                s["status"],
+                bool(s["tainted"]),
+                frozenset(s["nodeIds"]),
+                bool(s["partial"]),
+                _unrec(s["last"]),
+            )
+            for sid, s in obj["surfaces"].items()
+        }
+    )
+    correlations = PMap(
+        {
+            cid: Correlation(
+                c["type"],
+                _unrec_required(c["last"]),
+                bool(c["complete"]),
+                PMap({int(i): Recorded(int(q), str(e)) for i, q, e in c["chunks"]}),
+            )
+            for cid, c in obj["correlations"].items()
+        }
+    )
     v1 = obj.get("v1Surface")
     return RunState(
         run_id=obj["runId"],
         next_sequence=int(obj["nextSequence"]),
         surfaces=surfaces,
         correlations=correlations,
-        v1_surface=None if v1 is None else V1Surface(
-            _unrec(v1["last"]), bool(v1["tainted"]), frozenset(v1["nodeIds"])),  # type: ignore[arg-type]
+        v1_surface=None
+        if v1 is None
+        else V1Surface(_unrec_required(v1["last"]), bool(v1["tainted"]), frozenset(v1["nodeIds"])),
     )

@@ -18,7 +18,6 @@ not to the test suite.
 from __future__ import annotations
 
 import argparse
-import copy
 import platform
 import statistics
 import sys
@@ -65,19 +64,40 @@ def positive_record() -> dict[str, Any]:
         "surfaceId": sid,
         "messages": [
             {"version": "v0.9", "createSurface": {"surfaceId": sid, "catalogId": BASIC}},
-            {"version": "v0.9", "updateComponents": {"surfaceId": sid, "components": [
-                {"id": "root", "component": "Column", "children": ["h", "name", "submit"]},
-                {"id": "h", "component": "Text", "text": "Launch brief", "variant": "h2"},
-                {"id": "name", "component": "TextField", "label": "Product name",
-                 "value": {"path": "/name"},
-                 "checks": [{"condition": {"call": "required",
-                                           "args": {"value": {"path": "/name"}}},
-                             "message": "Required"}]},
-                {"id": "submit_label", "component": "Text", "text": "Submit"},
-                {"id": "submit", "component": "Button", "child": "submit_label",
-                 "action": {"event": {"name": "resume",
-                                      "context": {"name": {"path": "/name"}}}}},
-            ]}},
+            {
+                "version": "v0.9",
+                "updateComponents": {
+                    "surfaceId": sid,
+                    "components": [
+                        {"id": "root", "component": "Column", "children": ["h", "name", "submit"]},
+                        {"id": "h", "component": "Text", "text": "Launch brief", "variant": "h2"},
+                        {
+                            "id": "name",
+                            "component": "TextField",
+                            "label": "Product name",
+                            "value": {"path": "/name"},
+                            "checks": [
+                                {
+                                    "condition": {
+                                        "call": "required",
+                                        "args": {"value": {"path": "/name"}},
+                                    },
+                                    "message": "Required",
+                                }
+                            ],
+                        },
+                        {"id": "submit_label", "component": "Text", "text": "Submit"},
+                        {
+                            "id": "submit",
+                            "component": "Button",
+                            "child": "submit_label",
+                            "action": {
+                                "event": {"name": "resume", "context": {"name": {"path": "/name"}}}
+                            },
+                        },
+                    ],
+                },
+            },
             {"version": "v0.9", "updateDataModel": {"surfaceId": sid, "value": {"name": ""}}},
         ],
     }
@@ -91,39 +111,74 @@ def _component(i: int) -> dict[str, Any]:
     if kind == 0:
         return {"id": cid, "component": "Text", "text": f"Paragraph {i}", "variant": "body"}
     if kind == 1:
-        return {"id": cid, "component": "TextField", "label": f"Field {i}",
-                "value": {"path": f"/f{i}"},
-                "checks": [{"condition": {"call": "required",
-                                          "args": {"value": {"path": f"/f{i}"}}},
-                            "message": "Required"}]}
+        return {
+            "id": cid,
+            "component": "TextField",
+            "label": f"Field {i}",
+            "value": {"path": f"/f{i}"},
+            "checks": [
+                {
+                    "condition": {"call": "required", "args": {"value": {"path": f"/f{i}"}}},
+                    "message": "Required",
+                }
+            ],
+        }
     if kind == 2:
-        return {"id": cid, "component": "CheckBox", "label": f"Agree {i}",
-                "value": {"path": f"/b{i}"}}
+        return {
+            "id": cid,
+            "component": "CheckBox",
+            "label": f"Agree {i}",
+            "value": {"path": f"/b{i}"},
+        }
     if kind == 3:
-        return {"id": cid, "component": "ChoicePicker", "label": "Pick",
-                "options": [{"label": "A", "value": "a"}, {"label": "B", "value": "b"}],
-                "value": {"path": f"/p{i}"}, "variant": "mutuallyExclusive"}
+        return {
+            "id": cid,
+            "component": "ChoicePicker",
+            "label": "Pick",
+            "options": [{"label": "A", "value": "a"}, {"label": "B", "value": "b"}],
+            "value": {"path": f"/p{i}"},
+            "variant": "mutuallyExclusive",
+        }
     if kind == 4:
-        return {"id": cid, "component": "Button", "child": f"c{i - 4}",
-                "action": {"event": {"name": "resume", "context": {"v": {"path": f"/f{i}"}}}}}
+        return {
+            "id": cid,
+            "component": "Button",
+            "child": f"c{i - 4}",
+            "action": {"event": {"name": "resume", "context": {"v": {"path": f"/f{i}"}}}},
+        }
     if kind == 5:
         return {"id": cid, "component": "Row", "children": [f"c{i - 5}", f"c{i - 4}"]}
     if kind == 6:
-        return {"id": cid, "component": "DateTimeInput", "value": {"path": f"/d{i}"},
-                "enableDate": True}
+        return {
+            "id": cid,
+            "component": "DateTimeInput",
+            "value": {"path": f"/d{i}"},
+            "enableDate": True,
+        }
     return {"id": cid, "component": "Divider", "axis": "horizontal"}
 
 
 def components_512() -> tuple[dict[str, Any], dict[str, Any]]:
     """(the createSurface record that makes the surface live, the 512-component record)."""
     sid = "big"
-    create = {"version": "v0.9", "catalogId": BASIC, "surfaceId": sid, "messages": [
-        {"version": "v0.9", "createSurface": {"surfaceId": sid, "catalogId": BASIC}}]}
-    components = [{"id": "root", "component": "Column",
-                   "children": [f"c{i}" for i in range(1, 256)]}]
+    create = {
+        "version": "v0.9",
+        "catalogId": BASIC,
+        "surfaceId": sid,
+        "messages": [{"version": "v0.9", "createSurface": {"surfaceId": sid, "catalogId": BASIC}}],
+    }
+    components = [
+        {"id": "root", "component": "Column", "children": [f"c{i}" for i in range(1, 256)]}
+    ]
     components += [_component(i) for i in range(1, 512)]
-    update = {"version": "v0.9", "catalogId": BASIC, "surfaceId": sid, "messages": [
-        {"version": "v0.9", "updateComponents": {"surfaceId": sid, "components": components}}]}
+    update = {
+        "version": "v0.9",
+        "catalogId": BASIC,
+        "surfaceId": sid,
+        "messages": [
+            {"version": "v0.9", "updateComponents": {"surfaceId": sid, "components": components}}
+        ],
+    }
     return (
         {"runId": RUN_ID, "envelope": _envelope(create, "corr-create")},
         {"runId": RUN_ID, "envelope": _envelope(update, "corr-512")},
@@ -218,18 +273,20 @@ def measure(iterations: int) -> dict[str, Any]:
         mine = _samples(ours[name], iterations, warmup=max(10, iterations // 10))
         base = _samples(baseline[name], base_iterations, warmup=3)
         p50, base_p50 = statistics.median(mine), statistics.median(base)
-        figures.append({
-            "name": name,
-            "target_p50_us": TARGETS_US[name],
-            "p50_us": round(p50, 2),
-            "p99_us": round(_percentile(mine, 0.99), 2),
-            "iterations": iterations,
-            "baseline_p50_us": round(base_p50, 2),
-            "baseline_p99_us": round(_percentile(base, 0.99), 2),
-            "baseline_iterations": base_iterations,
-            "ratio": round(base_p50 / p50, 1) if p50 else None,
-            "meets_target": p50 <= TARGETS_US[name],
-        })
+        figures.append(
+            {
+                "name": name,
+                "target_p50_us": TARGETS_US[name],
+                "p50_us": round(p50, 2),
+                "p99_us": round(_percentile(mine, 0.99), 2),
+                "iterations": iterations,
+                "baseline_p50_us": round(base_p50, 2),
+                "baseline_p99_us": round(_percentile(base, 0.99), 2),
+                "baseline_iterations": base_iterations,
+                "ratio": round(base_p50 / p50, 1) if p50 else None,
+                "meets_target": p50 <= TARGETS_US[name],
+            }
+        )
     return {
         "bench": "admission",
         "baseline": "jsonschema.Draft202012Validator (pure Python), same decide()",
@@ -240,10 +297,16 @@ def measure(iterations: int) -> dict[str, Any]:
 
 
 def _table(result: dict[str, Any]) -> str:
-    head = f"{'figure':<18} {'target p50':>10} {'p50':>9} {'p99':>9} {'baseline p50':>13} " \
-           f"{'baseline p99':>13} {'ratio':>7}"
-    lines = [f"admission decide(), µs (Python {result['python']}, {result['machine']}); "
-             f"baseline = {result['baseline']}", head, "-" * len(head)]
+    head = (
+        f"{'figure':<18} {'target p50':>10} {'p50':>9} {'p99':>9} {'baseline p50':>13} "
+        f"{'baseline p99':>13} {'ratio':>7}"
+    )
+    lines = [
+        f"admission decide(), µs (Python {result['python']}, {result['machine']}); "
+        f"baseline = {result['baseline']}",
+        head,
+        "-" * len(head),
+    ]
     for f in result["figures"]:
         mark = "" if f["meets_target"] else "  (above target)"
         lines.append(
@@ -285,7 +348,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
-        "--iterations", type=int, default=2000, metavar="N",
+        "--iterations",
+        type=int,
+        default=2000,
+        metavar="N",
         help="timed decisions per figure (default 2000; the baseline runs N/20, at least 20)",
     )
     parser.set_defaults(func=run)

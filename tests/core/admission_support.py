@@ -72,7 +72,12 @@ V1_SURFACE: dict[str, Any] = {
         "title": "Kickoff",
         "components": [
             {"component": "heading", "text": "Kickoff", "level": 2},
-            {"component": "action.button", "id": "go", "label": "Go", "action": {"target": "resume"}},
+            {
+                "component": "action.button",
+                "id": "go",
+                "label": "Go",
+                "action": {"target": "resume"},
+            },
         ],
     },
 }
@@ -100,7 +105,10 @@ def components_msg(sid: str = "s") -> dict[str, Any]:
 
 
 def data_msg(sid: str = "s", **body: Any) -> dict[str, Any]:
-    return {"version": "v0.9", "updateDataModel": {"surfaceId": sid, **(body or {"value": {"name": "x"}})}}
+    return {
+        "version": "v0.9",
+        "updateDataModel": {"surfaceId": sid, **(body or {"value": {"name": "x"}})},
+    }
 
 
 def delete_msg(sid: str = "s") -> dict[str, Any]:
@@ -154,7 +162,9 @@ class Host:
         self.logs: dict[str, list[dict[str, Any]]] = {}
 
     def emit(self, env: dict[str, Any], run_id: str = RUN) -> Outcome:
-        outcome = decide(record(env, run_id), self.states.get(run_id), self.policy, rules(), now=NOW)
+        outcome = decide(
+            record(env, run_id), self.states.get(run_id), self.policy, rules(), now=NOW
+        )
         if isinstance(outcome, Admitted):
             self.states[run_id] = outcome.state
             self.logs.setdefault(run_id, []).append(outcome.event)

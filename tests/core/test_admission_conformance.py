@@ -90,10 +90,13 @@ def test_admission_a1_below_floor_warn_validates_as_v2_and_flags_drift() -> None
 
 
 def test_admission_a1_absent_schema_version_is_below_floor() -> None:
-    assert refused_code(
-        Host(STRICT).emit(envelope(v2("s", create_msg("s")), schema_version=None))
-    ) == "unknown_schema_version"
-    assert isinstance(Host(WARN).emit(envelope(v2("s", create_msg("s")), schema_version=None)), Admitted)
+    assert (
+        refused_code(Host(STRICT).emit(envelope(v2("s", create_msg("s")), schema_version=None)))
+        == "unknown_schema_version"
+    )
+    assert isinstance(
+        Host(WARN).emit(envelope(v2("s", create_msg("s")), schema_version=None)), Admitted
+    )
 
 
 # --- §C.9 fold guarded, legs 1-7 exactly ---------------------------------------------------
@@ -127,7 +130,9 @@ def test_admission_c9_fold_guarded_sequence() -> None:
 
 
 def test_admission_c9_fold_refusal_names_the_message_and_clause() -> None:
-    outcome = Host().emit(envelope(v2("fold-x", create_msg("fold-x"), delete_msg("fold-x"), data_msg("fold-x"))))
+    outcome = Host().emit(
+        envelope(v2("fold-x", create_msg("fold-x"), delete_msg("fold-x"), data_msg("fold-x")))
+    )
     assert isinstance(outcome, Refused)
     v = outcome.violation
     assert v.path == "/envelope/payload/messages/2"
@@ -255,8 +260,12 @@ def test_admission_c12_taint_is_sticky_and_untrusted_is_recorded() -> None:
 def test_admission_c12_control_trusted_surface_does_not_block() -> None:
     host = Host()
     sid = "s-ctl"
-    assert isinstance(host.emit(envelope(v2(sid, create_msg(sid), components_msg(sid)), node_id="gate")), Admitted)
-    assert isinstance(host.emit(envelope(v2(sid, components_msg(sid)), node_id="gate", trust="trusted")), Admitted)
+    assert isinstance(
+        host.emit(envelope(v2(sid, create_msg(sid), components_msg(sid)), node_id="gate")), Admitted
+    )
+    assert isinstance(
+        host.emit(envelope(v2(sid, components_msg(sid)), node_id="gate", trust="trusted")), Admitted
+    )
     assert host.state().tainted_surfaces_for_node("gate") == ()
 
 
@@ -277,7 +286,9 @@ def test_admission_16d_same_correlation_other_type_is_conflict() -> None:
     host = Host()
     assert isinstance(host.emit(envelope(v2("s", create_msg("s")), correlation_id="X")), Admitted)
     outcome = host.emit(
-        envelope({"question": "?"}, kind="clarification.request", schema_version=None, correlation_id="X")
+        envelope(
+            {"question": "?"}, kind="clarification.request", schema_version=None, correlation_id="X"
+        )
     )
     assert refused_code(outcome) == "envelope_correlation_conflict"
     assert HTTP_STATUS["envelope_correlation_conflict"] == 409
@@ -294,7 +305,9 @@ def test_admission_16d_same_correlation_same_type_returns_original_and_records_n
     assert len(host.logs[RUN]) == 1
     # Even a re-emission whose body would now be refused (createSurface on a live surface)
     # returns the cached outcome: E2 runs before the branch and the fold.
-    assert isinstance(host.emit(envelope(v2("s", create_msg("s")), correlation_id="X")), Deduplicated)
+    assert isinstance(
+        host.emit(envelope(v2("s", create_msg("s")), correlation_id="X")), Deduplicated
+    )
 
 
 def test_admission_16d_kind_not_in_catalog_is_unknown_envelope_kind() -> None:
@@ -302,13 +315,18 @@ def test_admission_16d_kind_not_in_catalog_is_unknown_envelope_kind() -> None:
     outcome = Host(policy).emit(envelope(copy.deepcopy(POSITIVE)))
     assert refused_code(outcome) == "unknown_envelope_kind"
     assert isinstance(outcome, Refused)
-    assert outcome.violation.details == {"type": "ui.a2ui-surface", "kinds": ["clarification.request"]}
+    assert outcome.violation.details == {
+        "type": "ui.a2ui-surface",
+        "kinds": ["clarification.request"],
+    }
 
 
 def test_admission_16d_empty_catalog_refuses_non_universal_but_knows_universal() -> None:
     host = Host(HostPolicy(kinds=()))
     assert refused_code(host.emit(envelope(copy.deepcopy(POSITIVE)))) == "unknown_envelope_kind"
-    universal = host.emit(envelope({"question": "which?"}, kind="clarification.request", schema_version=None))
+    universal = host.emit(
+        envelope({"question": "which?"}, kind="clarification.request", schema_version=None)
+    )
     assert isinstance(universal, Admitted)
     assert universal.event["type"] == "clarification.request"
     assert universal.event["payload"]["version"] == 0
@@ -353,8 +371,16 @@ def test_admission_recorded_event_shape() -> None:
     assert isinstance(outcome, Admitted)
     event = outcome.event
     assert list(event) == [
-        "eventId", "runId", "sequence", "type", "schemaVersion", "timestamp", "nodeId",
-        "causationId", "contentTrust", "payload",
+        "eventId",
+        "runId",
+        "sequence",
+        "type",
+        "schemaVersion",
+        "timestamp",
+        "nodeId",
+        "causationId",
+        "contentTrust",
+        "payload",
     ]
     assert event["eventId"] == event_id_for(RUN, 0)
     assert event["runId"] == RUN and event["timestamp"] == NOW and event["schemaVersion"] == 1
@@ -386,12 +412,25 @@ def test_admission_event_id_is_deterministic_and_in_grammar() -> None:
     assert len(ids) == 3
     assert all(re.fullmatch(r"[A-Za-z0-9._~-]{16,128}", i) for i in ids)
     assert event_id_for(RUN, 5) == event_id_for(RUN, 5) != event_id_for(RUN + "x", 5)
-    explicit = decide(record(envelope(copy.deepcopy(POSITIVE))), None, WARN, rules(), now=NOW, event_id="evt-given-0000000001")
+    explicit = decide(
+        record(envelope(copy.deepcopy(POSITIVE))),
+        None,
+        WARN,
+        rules(),
+        now=NOW,
+        event_id="evt-given-0000000001",
+    )
     assert isinstance(explicit, Admitted) and explicit.event["eventId"] == "evt-given-0000000001"
 
 
 def test_admission_record_keyed_to_another_run_is_refused() -> None:
-    outcome = decide(record(envelope(copy.deepcopy(POSITIVE))), RunState.initial("other/run-000000000000001"), WARN, rules(), now=NOW)
+    outcome = decide(
+        record(envelope(copy.deepcopy(POSITIVE))),
+        RunState.initial("other/run-000000000000001"),
+        WARN,
+        rules(),
+        now=NOW,
+    )
     assert refused_code(outcome) == "record_key_mismatch"
 
 
@@ -405,11 +444,19 @@ def test_admission_shape_refusal_is_validation_error_with_pointer() -> None:
 
 
 def test_admission_excluded_affordance_message_is_actionable() -> None:
-    payload = v2("s", create_msg("s"), {
-        "version": "v0.9",
-        "updateComponents": {"surfaceId": "s", "components": [
-            {"id": "hero", "component": "Image", "url": "https://evil.example/x.png"}]},
-    })
+    payload = v2(
+        "s",
+        create_msg("s"),
+        {
+            "version": "v0.9",
+            "updateComponents": {
+                "surfaceId": "s",
+                "components": [
+                    {"id": "hero", "component": "Image", "url": "https://evil.example/x.png"}
+                ],
+            },
+        },
+    )
     outcome = Host().emit(envelope(payload))
     assert isinstance(outcome, Refused)
     v = outcome.violation

@@ -36,9 +36,14 @@ from tests.core.admission_support import (
 )
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
     | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5)
+    ),
     max_leaves=30,
 )
 
@@ -61,7 +66,7 @@ def envelopes(draw: st.DrawFn) -> dict[str, Any]:
     if shape == "v2":
         names = draw(st.lists(st.sampled_from(sorted(MESSAGES)), min_size=1, max_size=4))
         targets = [draw(st.sampled_from([sid] * 5 + ["other"])) for _ in names]
-        body = v2(sid, *(MESSAGES[n](t) for n, t in zip(names, targets)))
+        body = v2(sid, *(MESSAGES[n](t) for n, t in zip(names, targets, strict=True)))
     elif shape == "v1":
         body = copy.deepcopy(V1_SURFACE)
     elif shape == "positive":
@@ -112,28 +117,46 @@ def _check(outcome: object) -> None:
 def test_admission_any_json_record_is_an_outcome(value: Any) -> None:
     _check(decide(value, None, HostPolicy(), rules(), now=NOW))
     _check(decide({"runId": RUN, "envelope": value}, None, HostPolicy(), rules(), now=NOW))
-    _check(decide({"runId": value, "envelope": value}, RunState.initial(RUN), HostPolicy(), rules(), now=NOW))
+    _check(
+        decide(
+            {"runId": value, "envelope": value},
+            RunState.initial(RUN),
+            HostPolicy(),
+            rules(),
+            now=NOW,
+        )
+    )
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
-@given(envelopes(), st.sampled_from(["payload", "meta", "partial", "schemaVersion", "nodeId"]), JSON)
-def test_admission_mutated_envelope_is_an_outcome(env: dict[str, Any], key: str, value: Any) -> None:
+@given(
+    envelopes(), st.sampled_from(["payload", "meta", "partial", "schemaVersion", "nodeId"]), JSON
+)
+def test_admission_mutated_envelope_is_an_outcome(
+    env: dict[str, Any], key: str, value: Any
+) -> None:
     env[key] = value
     _check(decide({"runId": RUN, "envelope": env}, None, HostPolicy(), rules(), now=NOW))
 
 
 POLICIES = st.sampled_from(
-    [HostPolicy(), HostPolicy(strictness="strict"), HostPolicy(schema_versions={"ui.a2ui-surface": 1})]
+    [
+        HostPolicy(),
+        HostPolicy(strictness="strict"),
+        HostPolicy(schema_versions={"ui.a2ui-surface": 1}),
+    ]
 )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(envelopes(), max_size=12), POLICIES)
-def test_admission_refusals_and_duplicates_record_nothing(envs: list[dict[str, Any]], policy: HostPolicy) -> None:
+def test_admission_refusals_and_duplicates_record_nothing(
+    envs: list[dict[str, Any]], policy: HostPolicy
+) -> None:
     outcomes, _ = _run(envs, policy)
     for o in outcomes:
         _check(o)
-    kept = [e for e, o in zip(envs, outcomes) if isinstance(o, Admitted)]
+    kept = [e for e, o in zip(envs, outcomes, strict=True) if isinstance(o, Admitted)]
     replayed, _ = _run(kept, policy)
     assert all(isinstance(o, Admitted) for o in replayed)
     assert [o.event for o in replayed] == [o.event for o in outcomes if isinstance(o, Admitted)]
@@ -141,7 +164,9 @@ def test_admission_refusals_and_duplicates_record_nothing(envs: list[dict[str, A
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(envelopes(), max_size=12), POLICIES)
-def test_admission_replay_of_the_log_equals_the_live_state(envs: list[dict[str, Any]], policy: HostPolicy) -> None:
+def test_admission_replay_of_the_log_equals_the_live_state(
+    envs: list[dict[str, Any]], policy: HostPolicy
+) -> None:
     outcomes, live = _run(envs, policy)
     log = [o.event for o in outcomes if isinstance(o, Admitted)]
     replayed = reduce(apply, log, RunState.initial(RUN))

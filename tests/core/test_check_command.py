@@ -35,7 +35,9 @@ def _args(file: str, *extra: str) -> argparse.Namespace:
     return parser.parse_args(["check", file, *extra])
 
 
-def _run(tmp_path: Path, data: bytes, *extra: str, capsys: Any) -> tuple[int, list[dict[str, Any]], str]:
+def _run(
+    tmp_path: Path, data: bytes, *extra: str, capsys: Any
+) -> tuple[int, list[dict[str, Any]], str]:
     path = tmp_path / "records.jsonl"
     path.write_bytes(data)
     code = check_command.run(_args(str(path), *extra))
@@ -57,8 +59,14 @@ def test_check_command_all_admitted_exits_0(tmp_path: Path, capsys: Any) -> None
     assert [v["outcome"] for v in verdicts] == ["admitted", "admitted"]
     assert [v["sequence"] for v in verdicts] == [0, 1]
     assert verdicts[0] == {
-        "index": 0, "line": 1, "outcome": "admitted", "code": None, "rule": None, "path": None,
-        "message": None, "sequence": 0,
+        "index": 0,
+        "line": 1,
+        "outcome": "admitted",
+        "code": None,
+        "rule": None,
+        "path": None,
+        "message": None,
+        "sequence": 0,
     }
 
 
@@ -92,10 +100,15 @@ def test_check_command_dedup_is_not_a_refusal(tmp_path: Path, capsys: Any) -> No
     env = envelope(copy.deepcopy(POSITIVE), correlation_id="same")
     code, verdicts, _ = _run(tmp_path, _jsonl(record(env), record(env)), capsys=capsys)
     assert code == 0
-    assert [(v["outcome"], v["sequence"]) for v in verdicts] == [("admitted", 0), ("deduplicated", 0)]
+    assert [(v["outcome"], v["sequence"]) for v in verdicts] == [
+        ("admitted", 0),
+        ("deduplicated", 0),
+    ]
 
 
-def test_check_command_whole_document_array_and_runs_are_separate(tmp_path: Path, capsys: Any) -> None:
+def test_check_command_whole_document_array_and_runs_are_separate(
+    tmp_path: Path, capsys: Any
+) -> None:
     records = [
         record(envelope(v2("s", create_msg("s"))), run_id="t/run-a"),
         record(envelope(v2("s", create_msg("s"))), run_id="t/run-b"),  # another run: absent
@@ -118,7 +131,11 @@ def test_check_command_whole_document_array_and_runs_are_separate(tmp_path: Path
     ],
 )
 def test_check_command_floor_and_strictness(
-    tmp_path: Path, capsys: Any, extra: tuple[str, ...], code: int, outcome: str,
+    tmp_path: Path,
+    capsys: Any,
+    extra: tuple[str, ...],
+    code: int,
+    outcome: str,
     refusal: str | None,
 ) -> None:
     data = _jsonl(record(envelope(v2("s", create_msg("s")), schema_version=1)))
@@ -183,7 +200,10 @@ def test_bench_admission_inputs_are_admitted_by_both_rule_sets() -> None:
     from app.shell.schema_files import load_schema_documents
 
     documents = load_schema_documents()
-    for rules in (PayloadRules.from_documents(documents), bench_admission.JsonschemaRules(documents)):
+    for rules in (
+        PayloadRules.from_documents(documents),
+        bench_admission.JsonschemaRules(documents),
+    ):
         cases = bench_admission._cases(rules)
         assert set(cases) == {"rfc0209-positive", "components-512"}
     _, big = bench_admission.components_512()

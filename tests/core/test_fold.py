@@ -78,8 +78,11 @@ def test_fold_partial_chunks_share_a_correlation_and_dedupe_per_index() -> None:
     sid = "s-p"
 
     def chunk(index: int, *messages: dict[str, object], final: bool = False) -> dict[str, object]:
-        return envelope(v2(sid, *messages), correlation_id="emission-1",
-                        partial={"isPartial": not final, "index": index, "total": 3})
+        return envelope(
+            v2(sid, *messages),
+            correlation_id="emission-1",
+            partial={"isPartial": not final, "index": index, "total": 3},
+        )
 
     first = host.emit(chunk(0, create_msg(sid)))
     assert isinstance(first, Admitted)
@@ -87,7 +90,9 @@ def test_fold_partial_chunks_share_a_correlation_and_dedupe_per_index() -> None:
     second = host.emit(chunk(1, components_msg(sid)))
     assert isinstance(second, Admitted) and second.sequence == 1
     # the same chunk again is a re-emission of THAT chunk
-    assert host.emit(chunk(0, create_msg(sid))) == Deduplicated(0, first.event["eventId"], "emission-1")
+    assert host.emit(chunk(0, create_msg(sid))) == Deduplicated(
+        0, first.event["eventId"], "emission-1"
+    )
     last = host.emit(chunk(2, data_msg(sid), final=True))
     assert isinstance(last, Admitted)
     assert host.state().surfaces[sid].partial is False
@@ -99,7 +104,9 @@ def test_fold_partial_chunks_share_a_correlation_and_dedupe_per_index() -> None:
 
 def test_fold_v1_surface_is_the_last_full_payload_of_the_run() -> None:
     host = Host(HostPolicy(schema_versions={"ui.a2ui-surface": 1}))
-    first = host.emit(envelope(copy.deepcopy(V1_SURFACE), schema_version=1, node_id="gate", trust="untrusted"))
+    first = host.emit(
+        envelope(copy.deepcopy(V1_SURFACE), schema_version=1, node_id="gate", trust="untrusted")
+    )
     later = host.emit(envelope(copy.deepcopy(V1_LATER), schema_version=0))
     assert isinstance(first, Admitted) and isinstance(later, Admitted)
     v1 = host.state().v1_surface

@@ -11,13 +11,39 @@ import pytest
 CORE = Path(__file__).resolve().parents[2] / "app" / "core"
 
 FORBIDDEN_MODULES = {
-    "faust", "mode", "aiokafka", "kafka", "asyncio", "app.shell", "socket", "subprocess", "os",
-    "time", "random", "secrets", "uuid", "pathlib", "io", "shutil", "tempfile", "threading",
-    "multiprocessing", "urllib", "http", "requests", "sys", "logging", "glob",
+    "faust",
+    "mode",
+    "aiokafka",
+    "kafka",
+    "asyncio",
+    "app.shell",
+    "socket",
+    "subprocess",
+    "os",
+    "time",
+    "random",
+    "secrets",
+    "uuid",
+    "pathlib",
+    "io",
+    "shutil",
+    "tempfile",
+    "threading",
+    "multiprocessing",
+    "urllib",
+    "http",
+    "requests",
+    "sys",
+    "logging",
+    "glob",
 }
 FORBIDDEN_CALLS = {"open", "input", "print", "exec", "eval", "__import__"}
-FORBIDDEN_ATTRS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"),
-                   ("date", "today")}
+FORBIDDEN_ATTRS = {
+    ("datetime", "now"),
+    ("datetime", "utcnow"),
+    ("datetime", "today"),
+    ("date", "today"),
+}
 
 CORE_FILES = sorted(CORE.glob("*.py"))
 
@@ -34,12 +60,18 @@ def _problems(path: Path) -> list[str]:
             found += [f"import {a.name}" for a in node.names if _forbidden(a.name)]
         elif isinstance(node, ast.ImportFrom) and node.module and _forbidden(node.module):
             found.append(f"from {node.module} import ...")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in FORBIDDEN_CALLS:
-                found.append(f"{node.func.id}() at line {node.lineno}")
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            if (node.value.id, node.attr) in FORBIDDEN_ATTRS:
-                found.append(f"{node.value.id}.{node.attr} at line {node.lineno}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in FORBIDDEN_CALLS
+        ):
+            found.append(f"{node.func.id}() at line {node.lineno}")
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and (node.value.id, node.attr) in FORBIDDEN_ATTRS
+        ):
+            found.append(f"{node.value.id}.{node.attr} at line {node.lineno}")
     return found
 
 

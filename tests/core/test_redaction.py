@@ -39,8 +39,11 @@ def _policy(*secrets: tuple[str, str]) -> HostPolicy:
         ("two abcdefgh and abcdefgh", [("a", "abcdefgh")], "two [REDACTED:a] and [REDACTED:a]"),
         ("short 1234567 stays", [("s", "1234567")], "short 1234567 stays"),
         # longest first: the long secret contains the short one
-        ("pw=hunter22hunter22!", [("short", "hunter22"), ("long", "hunter22hunter22")],
-         "pw=[REDACTED:long]!"),
+        (
+            "pw=hunter22hunter22!",
+            [("short", "hunter22"), ("long", "hunter22hunter22")],
+            "pw=[REDACTED:long]!",
+        ),
         # overlapping occurrences of two secrets merge: nothing of either survives
         ("xxABCDEFGHIJKLMNOPxx", [("a", "ABCDEFGHIJ"), ("b", "GHIJKLMNOP")], "xx[REDACTED:a]xx"),
         ("no secret here", [("k", KEY)], "no secret here"),
@@ -54,7 +57,10 @@ def test_redaction_text_table(text: str, secrets: list[tuple[str, str]], expecte
 
 def test_redaction_prepare_orders_longest_first_and_drops_short_and_repeated() -> None:
     prepared = prepare([("a", "12345678"), ("b", "1234"), ("c", "123456789012"), ("d", "12345678")])
-    assert [(value, sid) for value, sid, _ in prepared] == [("123456789012", "c"), ("12345678", "a")]
+    assert [(value, sid) for value, sid, _ in prepared] == [
+        ("123456789012", "c"),
+        ("12345678", "a"),
+    ]
 
 
 def test_redaction_walks_keys_values_nested_and_preserves_order() -> None:
@@ -93,11 +99,13 @@ def test_redaction_is_iterative_on_deep_values() -> None:
 _SECRETISH = st.text(alphabet="abcsk_live0123456789ef", max_size=40)
 
 
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | _SECRETISH,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_SECRETISH, inner, max_size=4),
-    max_leaves=20,
-))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | _SECRETISH,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_SECRETISH, inner, max_size=4),
+        max_leaves=20,
+    )
+)
 def test_redaction_no_secret_survives(value: object) -> None:
     secrets = prepare([("k", "sk_live_0123"), ("e", "0123456789ef")])
     blob = orjson.dumps(redact(value, secrets))
@@ -116,7 +124,10 @@ def _admit(payload: dict[str, object], policy: HostPolicy, **kw: object) -> Admi
 def test_redaction_secret_in_reasoning() -> None:
     payload = {"reasoning": f"I used {KEY} to look it up", **v2("s", create_msg("s"))}
     event = _admit(payload, _policy(("byok-1", KEY))).event
-    assert event["payload"]["envelope"]["payload"]["reasoning"] == "I used [REDACTED:byok-1] to look it up"
+    assert (
+        event["payload"]["envelope"]["payload"]["reasoning"]
+        == "I used [REDACTED:byok-1] to look it up"
+    )
     assert list(event["payload"]["envelope"]["payload"]) == list(payload)
     assert KEY.encode() not in orjson.dumps(event)
 
@@ -132,8 +143,15 @@ def test_redaction_secret_in_component_text() -> None:
     msg = components_msg("s")
     msg["updateComponents"]["components"][1]["text"] = f"Key: {KEY}"
     event = _admit(v2("s", create_msg("s"), msg), _policy(("byok-1", KEY))).event
-    comp = event["payload"]["envelope"]["payload"]["messages"][1]["updateComponents"]["components"][1]
-    assert comp == {"id": "h", "component": "Text", "text": "Key: [REDACTED:byok-1]", "variant": "h2"}
+    comp = event["payload"]["envelope"]["payload"]["messages"][1]["updateComponents"]["components"][
+        1
+    ]
+    assert comp == {
+        "id": "h",
+        "component": "Text",
+        "text": "Key: [REDACTED:byok-1]",
+        "variant": "h2",
+    }
 
 
 def test_redaction_short_secret_untouched_and_envelope_byte_equal() -> None:
@@ -164,6 +182,8 @@ def test_redaction_secret_in_ids_keeps_state_consistent() -> None:
     sid = f"s-{KEY}"
     policy = _policy(("k", KEY))
     first = _admit(v2(sid, create_msg(sid)), policy)
-    again = decide(record(envelope(v2(sid, create_msg(sid)))), first.state, policy, rules(), now=NOW)
+    again = decide(
+        record(envelope(v2(sid, create_msg(sid)))), first.state, policy, rules(), now=NOW
+    )
     assert isinstance(again, Refused) and again.violation.rule == "fold"
     assert KEY not in orjson.dumps(first.event).decode()
