@@ -119,14 +119,18 @@ def _a(name: str) -> str:
 
 
 def _type_name(value: Any) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    """The JSON type of a value, as a message reads it (bool before int: bool is an int)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):
         return "a number"
-    return names.get(type(value), type(value).__name__)
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    return "a string" if isinstance(value, str) else type(value).__name__
 
 
 def _kind_of(name: Any) -> str:
@@ -168,8 +172,9 @@ def _first_error(validator: Any, instance: Any) -> Any | None:
     return None
 
 
-def _describe(error: Any, base: str) -> tuple[str, str]:
-    """(path, message) for one jsonschema_rs error, with the offending property in the path."""
+def _describe(error: Any, base: str, relative: bool = False) -> tuple[str, str]:
+    """(path, message) for one jsonschema_rs error, with the offending property in the path.
+    The message names the full path, or the path inside ``base`` when ``relative``."""
     tokens: list[str | int] = list(error.instance_path)
     kind = error.kind
     if isinstance(kind, jsonschema_rs.ValidationErrorKind.Required):
@@ -178,8 +183,9 @@ def _describe(error: Any, base: str) -> tuple[str, str]:
     if isinstance(kind, jsonschema_rs.ValidationErrorKind.AdditionalProperties):
         name = str(kind.unexpected[0])
         return _join(base, *tokens, name), f'property "{name}" is not allowed (closed object)'
-    where = _join("", *tokens) or "/"
-    return _join(base, *tokens), _truncate(f"{where}: {error.message}")
+    path = _join(base, *tokens)
+    where = (_join("", *tokens) if relative else path) or "/"
+    return path, _truncate(f"{where}: {error.message}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -635,5 +641,5 @@ def _component_error(
             ident,
             f"{label} has property {_echo(name)}: not in the profile",
         )
-    sub_path, message = _describe(error, path)
+    sub_path, message = _describe(error, path, relative=True)
     return _branch(sub_path, f"{label}: {message}", componentId=ident)
