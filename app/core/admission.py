@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
+import orjson
+
 from app.core.cross_field import check_cross_field
 from app.core.fold import apply_with, guard, kinds_of
 from app.core.policy import SURFACE_KIND, UNIVERSAL_KINDS, HostPolicy
@@ -49,6 +51,7 @@ __all__ = [
     "STEPS",
     "RECORDED_EVENT_SCHEMA_VERSION",
     "event_id_for",
+    "encode_event",
     "decide",
 ]
 
@@ -171,7 +174,8 @@ def _envelope_shape(ctx: _Ctx) -> Violation | Deduplicated | None:
     # The admission-record schema embeds the AI envelope schema (§2), so one check covers both.
     ctx.envelope = ctx.record["envelope"]
     ctx.kind = ctx.envelope["type"]
-    ctx.secrets = _prepared(ctx.policy.secrets_for(ctx.run_id))
+    if ctx.policy.secrets:  # most hosts register none: skip the lookup on the hot path
+        ctx.secrets = _prepared(ctx.policy.secrets_for(ctx.run_id))
     return None
 
 
@@ -281,8 +285,9 @@ def _fold(ctx: _Ctx) -> Violation | Deduplicated | None:
         return None
     assert ctx.state is not None
     payload = ctx.envelope["payload"]
-    status = ctx.state.surface_status(ctx.key(payload["surfaceId"]))
-    return guard(status, payload["surfaceId"], ctx.kinds)
+    surface_id = payload["surfaceId"]
+    found = ctx.state.surfaces.get(ctx.key(surface_id) if ctx.secrets else surface_id)
+    return guard("absent" if found is None else found.status, surface_id, ctx.kinds)
 
 
 # The rule order (openwop-a2ui.md §5). One choke point applies it: ``decide``.
@@ -325,6 +330,30 @@ def _record(ctx: _Ctx, now: str, event_id: str | None) -> Admitted:
     event["payload"] = recorded
     # The new state comes from the event itself, so replay (reduce(apply, log)) equals it.
     return Admitted(event, apply_with(ctx.state, event, ctx.kinds), ctx.drift)
+
+
+def encode_event(admitted: Admitted) -> bytes | Refused:
+    """The bytes to append to the run log for ``admitted``, or a refusal when the event cannot be
+    encoded. The schemas leave two places unbounded in depth (``updateDataModel.value`` and
+    array values in a Button's ``event.context``) and universal kinds are recorded unchecked,
+    while orjson encodes at most 254 levels: such an envelope is refused with
+    ``record_limit_exceeded`` instead of crashing the worker (STYLE rule 3). The shell must call
+    this BEFORE it keeps ``admitted.state``, and keep the old state on a refusal. Encoding here
+    rather than in ``decide`` keeps the serialization cost out of the decision (the shell pays
+    it once either way); the key order of the envelope is preserved byte for byte."""
+    try:
+        return orjson.dumps(admitted.event)
+    except orjson.JSONEncodeError as exc:
+        return Refused(
+            Violation(
+                "record_limit_exceeded",
+                "depth",
+                "/envelope",
+                f"the envelope cannot be recorded ({exc}); JSON nested deeper than about 250 "
+                "levels is refused: flatten updateDataModel values and action contexts",
+                {"rule": "depth"},
+            )
+        )
 
 
 def _scrub(violation: Violation, secrets: Secrets) -> Violation:

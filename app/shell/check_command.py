@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from app.core.admission import Admitted, Deduplicated, Refused, decide
+from app.core.admission import Admitted, Deduplicated, Refused, decide, encode_event
 from app.core.policy import SURFACE_KIND, SURFACE_VERSIONS, HostPolicy
 from app.core.refusal import Violation
 from app.core.run_state import RunState
@@ -149,7 +149,11 @@ def verdicts(
         state = states.get(run_id) if isinstance(run_id, str) else None
         outcome = decide(record, state, policy, rules, now=now)
         if isinstance(outcome, Admitted):
-            states[outcome.state.run_id] = outcome.state
+            encoded = encode_event(outcome)  # as the worker does before it records
+            if isinstance(encoded, Refused):
+                outcome = encoded
+            else:
+                states[outcome.state.run_id] = outcome.state
         yield _verdict(index, line, outcome)
 
 

@@ -472,3 +472,24 @@ def test_admission_policy_rejects_kinds_it_cannot_validate() -> None:
         HostPolicy(schema_versions={"ui.a2ui-surface": 3})
     with pytest.raises(ValueError):
         HostPolicy(strictness="lenient")  # type: ignore[arg-type]
+
+
+def test_admission_encode_event_bytes_and_depth_limit() -> None:
+    from app.core.admission import encode_event
+
+    env = envelope(copy.deepcopy(POSITIVE))
+    outcome = decide(record(env), None, WARN, rules(), now=NOW)
+    assert isinstance(outcome, Admitted)
+    encoded = encode_event(outcome)
+    assert isinstance(encoded, bytes)
+    assert orjson.dumps(env["payload"]) in encoded
+    deep: object = "x"
+    for _ in range(300):
+        deep = [deep]
+    sid = "s-deep"
+    deep_env = envelope(v2(sid, create_msg(sid), data_msg(sid, path="/d", value=deep)))
+    admitted = decide(record(deep_env), None, WARN, rules(), now=NOW)
+    assert isinstance(admitted, Admitted)  # the schema leaves updateDataModel.value open
+    refused = encode_event(admitted)
+    assert isinstance(refused, Refused)
+    assert (refused.violation.code, refused.violation.rule) == ("record_limit_exceeded", "depth")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import copy
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -208,3 +209,33 @@ def test_bench_admission_inputs_are_admitted_by_both_rule_sets() -> None:
         assert set(cases) == {"rfc0209-positive", "components-512"}
     _, big = bench_admission.components_512()
     assert len(big["envelope"]["payload"]["messages"][0]["updateComponents"]["components"]) == 512
+
+
+def test_check_command_unencodable_depth_is_refused_and_not_recorded(
+    tmp_path: Path, capsys: Any
+) -> None:
+    deep: object = 1
+    for _ in range(300):
+        deep = [deep]
+    data = b"".join(  # orjson cannot encode this deep: that is the point
+        json.dumps(r).encode() + b"\n"
+        for r in (
+            record(
+                envelope(
+                    v2(
+                        "s",
+                        create_msg("s"),
+                        {"version": "v0.9", "updateDataModel": {"surfaceId": "s", "value": deep}},
+                    )
+                )
+            ),
+            record(envelope(v2("s", create_msg("s")))),  # the refused one left "s" absent
+        )
+    )
+    code, verdicts, _ = _run(tmp_path, data, capsys=capsys)
+    assert code == 1
+    assert [(v["outcome"], v["code"]) for v in verdicts] == [
+        ("refused", "record_limit_exceeded"),
+        ("admitted", None),
+    ]
+    assert verdicts[1]["sequence"] == 0
