@@ -137,6 +137,11 @@ def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violatio
 
 _NO_NODES: frozenset[str] = frozenset()
 
+# ``tuple.__new__(NamedTupleClass, fields)`` builds the same value as ``NamedTupleClass(*fields)``
+# without the generated Python-level ``__new__`` frame: about 0.35 µs less per value on this
+# project's machines, four values per admitted envelope (the bench budget is 20 µs in all).
+_make: Any = tuple.__new__
+
 
 def _record_correlation(
     state: RunState, correlation_id: str, kind: str, rec: Recorded, partial: Any
@@ -150,7 +155,8 @@ def _record_correlation(
             chunks = chunks.set(index, rec)
         final = partial.get("isPartial") is not True
     complete = final or (old is not None and old.complete)
-    return state.correlations.set(correlation_id, Correlation(kind, rec, complete, chunks))
+    entry: Correlation = _make(Correlation, (kind, rec, complete, chunks))
+    return state.correlations.set(correlation_id, entry)
 
 
 def _fold_surface(
@@ -172,7 +178,8 @@ def _fold_surface(
     if node_id is not None and node_id not in node_ids and isinstance(node_id, str):
         node_ids = node_ids | {node_id}
     # tainted: RFC 0209 §C.12, sticky per (runId, surfaceId)
-    return SurfaceState(status, tainted, node_ids, partial, rec)
+    folded: SurfaceState = _make(SurfaceState, (status, tainted, node_ids, partial, rec))
+    return folded
 
 
 def apply(state: RunState, event: Mapping[str, Any]) -> RunState:
@@ -183,7 +190,7 @@ def apply(state: RunState, event: Mapping[str, Any]) -> RunState:
 def apply_with(state: RunState, event: Mapping[str, Any], kinds: Sequence[str] | None) -> RunState:
     """``apply``, reusing the message ``kinds`` the caller already computed for this event."""
     sequence = event["sequence"]
-    rec = Recorded(sequence, event["eventId"])
+    rec: Recorded = _make(Recorded, (sequence, event["eventId"]))
     recorded = event["payload"]
     envelope = recorded["envelope"]
     untrusted = recorded["trust"] == "untrusted"
@@ -207,4 +214,5 @@ def apply_with(state: RunState, event: Mapping[str, Any], kinds: Sequence[str] |
         nodes = old_nodes | {node_id} if isinstance(node_id, str) else old_nodes
         v1 = V1Surface(rec, untrusted or (v1 is not None and v1.tainted), nodes)
     nxt = sequence + 1 if sequence >= state.next_sequence else state.next_sequence
-    return RunState(state.run_id, nxt, surfaces, correlations, v1)
+    new: RunState = _make(RunState, (state.run_id, nxt, surfaces, correlations, v1))
+    return new
