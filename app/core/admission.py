@@ -268,8 +268,7 @@ def _branch(ctx: _Ctx) -> Violation | Deduplicated | None:
         violation.code,
         violation.rule,
         violation.path,
-        f"{violation.message} (validated against {branch}, the branch schemaVersion "
-        f"{ctx.selected} selects)",
+        f"{violation.message} [branch {branch}, selected by schemaVersion {ctx.selected}]",
         details,
     )
 

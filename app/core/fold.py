@@ -127,9 +127,9 @@ def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violatio
         rule="fold",
         path=f"/envelope/payload/messages/{index}",
         message=(
-            f"fold: message {index} ({kind}) on surface {surface_id!r}, which is {status} "
-            f"(it was {before} before this envelope): {ILLEGAL[status]}; "
-            "the envelope is refused and nothing is recorded"
+            f"fold: message {index} ({kind}) on surface {surface_id!r}, which is {status}"
+            + ("" if before == status else f" after the earlier messages (was {before})")
+            + f": {ILLEGAL[status]}; the envelope is refused and nothing is recorded"
         ),
         details={"rule": "fold", "surfaceId": surface_id, "index": index, "status": status},
     )
