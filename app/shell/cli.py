@@ -22,8 +22,9 @@ __all__ = ["build_parser", "main"]
 _COMMAND_MODULES = (
     "app.shell.commands_runtime",  # up, worker, broker, topics, config
     "app.shell.check_command",  # check
+    "app.shell.commands_ops",  # deadletter, runs, log
 )
-_BENCH_MODULES = ("app.shell.bench_admission",)
+_BENCH_MODULES = ("app.shell.bench_admission", "app.shell.bench_pipeline")
 
 _DESCRIPTION = """\
 a2ui-stream: a Kafka host for agent-generated UI (OpenWOP ui.a2ui-surface envelopes).

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -65,7 +66,8 @@ class ValidatorConfig:
     transactions: str = "auto"  # "auto" | "on" | "off"
     max_record_bytes: int = 1_048_576
     fast_groups: bool = False
-    max_batch: int = 2000
+    max_batch: int = 5000
+    batch_ms: int = 50
 
 
 @dataclass
@@ -209,9 +211,13 @@ class ValidatorLoop:
 
     async def run(self, stopping: asyncio.Event) -> None:
         assert self.consumer is not None
+        # The run states are many small long-lived objects; CPython's default GC thresholds
+        # re-scan them every few hundred allocations (measured: a third of the decision time
+        # on a 20k-record run). Collect young objects far less often.
+        gc.set_threshold(100_000, 50, 50)
         self.ready.set()
         while not stopping.is_set():
-            batch = await self.consumer.getmany(timeout_ms=200, max_records=self.config.max_batch)
+            batch = await self._gather_batch()
             if not batch:
                 continue
             async with self.lock:
@@ -220,6 +226,30 @@ class ValidatorLoop:
                 except Exception:
                     log.exception("validator: batch failed; rewinding to the committed offsets")
                     await self._rewind()
+
+    async def _gather_batch(self) -> dict[TopicPartition, list[Any]]:
+        """Up to ``max_batch`` records, collected for at most ``batch_ms``. One transaction (or
+        one produce-then-commit round trip) per batch: the round trip, not the CPU, bounds a
+        small batch, so batches are as large as the latency budget allows."""
+        assert self.consumer is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.batch_ms / 1000
+        batch: dict[TopicPartition, list[Any]] = {}
+        count = 0
+        while count < self.config.max_batch:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            got = await self.consumer.getmany(
+                timeout_ms=max(1, int(remaining * 1000)),
+                max_records=self.config.max_batch - count,
+            )
+            if not got:
+                break
+            for tp, records in got.items():
+                batch.setdefault(tp, []).extend(records)
+                count += len(records)
+        return batch
 
     async def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
         assert self.consumer is not None and self.producer is not None
