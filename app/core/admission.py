@@ -115,6 +115,9 @@ def event_id_for(run_id: str, sequence: int) -> str:
 _prepared: Callable[[tuple[tuple[str, str], ...]], Secrets] = lru_cache(maxsize=1024)(prepare)
 
 
+_NO_STATE = RunState("")  # a sentinel: compared by identity only
+
+
 class _Ctx:
     """The working values of one decision (local to one ``decide`` call)."""
 
@@ -135,7 +138,8 @@ class _Ctx:
 
     def __init__(self, record: Any, state: RunState | None, policy: HostPolicy, rules: Rules):
         self.record = record
-        self.state = state
+        # _NO_STATE until the record's runId is known (then RunState.initial, step 1)
+        self.state: RunState = _NO_STATE if state is None else state
         self.policy = policy
         self.rules = rules
         self.run_id = ""
@@ -160,7 +164,7 @@ def _envelope_shape(ctx: _Ctx) -> Violation | Deduplicated | None:
     if violation is not None:
         return violation
     ctx.run_id = ctx.record["runId"]
-    if ctx.state is None:
+    if ctx.state is _NO_STATE:
         ctx.state = RunState.initial(ctx.run_id)
     elif ctx.state.run_id != ctx.run_id:
         return Violation(
@@ -194,7 +198,6 @@ def _kind_catalog(ctx: _Ctx) -> Violation | Deduplicated | None:
 
 
 def _correlation(ctx: _Ctx) -> Violation | Deduplicated | None:
-    assert ctx.state is not None  # set by _envelope_shape
     cid = ctx.key(ctx.envelope["correlationId"])
     entry = ctx.state.correlations.get(cid)
     if entry is None:
@@ -282,7 +285,6 @@ def _cross_field(ctx: _Ctx) -> Violation | Deduplicated | None:
 def _fold(ctx: _Ctx) -> Violation | Deduplicated | None:
     if ctx.kinds is None:  # only a payload that passed the v2 branch joins the fold (§6)
         return None
-    assert ctx.state is not None
     payload = ctx.envelope["payload"]
     surface_id = payload["surfaceId"]
     found = ctx.state.surfaces.get(ctx.key(surface_id) if ctx.secrets else surface_id)
@@ -302,7 +304,6 @@ STEPS: tuple[tuple[str, Step], ...] = (
 
 
 def _record(ctx: _Ctx, now: str, event_id: str | None) -> Admitted:
-    assert ctx.state is not None
     # §14 SR-1 over the whole envelope (every string leaf and key, reasoning included); the
     # SAME object comes back when nothing matched, so key order and bytes are as received.
     envelope = redact(ctx.envelope, ctx.secrets)
