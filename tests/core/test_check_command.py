@@ -239,3 +239,44 @@ def test_check_command_unencodable_depth_is_refused_and_not_recorded(
         ("admitted", None),
     ]
     assert verdicts[1]["sequence"] == 0
+
+
+def test_bench_admission_without_jsonschema_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.setitem(sys.modules, "jsonschema", None)  # makes `import jsonschema` fail
+    parser = argparse.ArgumentParser()
+    bench_admission.register(parser.add_subparsers())
+    args = parser.parse_args(["admission"])
+    assert bench_admission.run(args) == 2
+    assert "jsonschema" in capsys.readouterr().err
+
+
+def test_bench_admission_table_prints_every_figure_with_target_and_ratio() -> None:
+    figure = {
+        "name": "rfc0209-positive",
+        "target_p50_us": 20.0,
+        "p50_us": 25.0,
+        "p99_us": 40.0,
+        "p50_best_round_us": 18.0,
+        "baseline_p50_us": 5000.0,
+        "baseline_p99_us": 6000.0,
+        "ratio": 200.0,
+        "without_schema_checks_p50_us": 12.0,
+        "meets_target": False,
+    }
+    result = {
+        "python": "3.11",
+        "machine": "x86_64",
+        "baseline": "jsonschema",
+        "load_average_1m": 0.5,
+        "figures": [
+            figure,
+            {**figure, "name": "components-512", "target_p50_us": 300.0, "meets_target": True},
+        ],
+    }
+    lines = bench_admission._table(result).splitlines()
+    assert len(lines) == 5
+    assert lines[3].split()[:4] == ["rfc0209-positive", "20", "25.0", "40.0"]
+    assert "200.0x" in lines[3] and "(above target)" in lines[3]
+    assert "(above target)" not in lines[4]
