@@ -99,7 +99,7 @@ class RunState(NamedTuple):
     @classmethod
     def initial(cls, run_id: str) -> RunState:
         """The state of a run with an empty log."""
-        return cls(run_id=run_id)
+        return cls(run_id)
 
     def surface_status(self, surface_id: str) -> FoldStatus:
         found = self.surfaces.get(surface_id)
