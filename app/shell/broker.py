@@ -146,7 +146,7 @@ def start_broker(
         return _docker(say)
     if choice == "kafka" or (choice == "auto" and _local_kafka_possible(env)):
         return _local_kafka(env, say, data_dir)
-    if require_kafka(env):
+    if choice == "auto" and require_kafka(env):
         raise BrokerUnavailableError(
             "A2UI_STREAM_REQUIRE_KAFKA=1 but no Apache Kafka is available: set KAFKA_BOOTSTRAP, "
             "start a Docker engine, or install Java 17 + Maven so scripts/fetch-kafka.sh can "
