@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from app.core.admission import Admitted, Deduplicated, Rules, decide
+from app.core.admission import Admitted, Deduplicated, Refused, Rules, decide, encode_event
 from app.core.dead_letter import dead_letter
 from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
 from app.core.keys import log_key, partition_for_run
@@ -124,10 +124,13 @@ def validate(
     state = state_of(run_id) if run_id is not None else None
     outcome = decide(intake.record, state, policy, rules, now=now)
     if isinstance(outcome, Admitted):
+        encoded = encode_event(outcome)
+        if isinstance(encoded, Refused):  # e.g. nested deeper than orjson encodes
+            return _reject(encoded.violation, source, now, policy, run_id, correlation_id)
         event = outcome.event
         return Append(
             event["runId"], event["sequence"], log_key(event["runId"], event["sequence"]),
-            orjson.dumps(event), outcome.state, outcome.drift,
+            encoded, outcome.state, outcome.drift,
         )
     if isinstance(outcome, Deduplicated):
         assert run_id is not None

@@ -136,3 +136,16 @@ def test_validator_never_raises_on_any_bytes(data: bytes) -> None:
     assert isinstance(out, Reject | Append | Duplicate)
     if isinstance(out, Reject):
         assert out.code in CODES
+
+
+def test_validator_refuses_what_cannot_be_encoded_instead_of_crashing() -> None:
+    deep: object = 1
+    for _ in range(400):
+        deep = [deep]
+    record = orjson.loads(_record("r", "c1", [CREATE]))
+    record["envelope"]["payload"]["messages"].append(
+        {"version": "v0.9", "updateDataModel": {"surfaceId": "s", "path": "/d", "value": None}})
+    raw = orjson.dumps(record).replace(b'"value":null', b'"value":' + b"[" * 400 + b"1" + b"]" * 400)
+    out = validate(_source("r", raw), {}.get, HostPolicy(), RULES, now=NOW, partitions=N)
+    assert isinstance(out, Reject)
+    assert out.code == "record_limit_exceeded"
