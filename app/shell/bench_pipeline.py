@@ -2,13 +2,18 @@
 admission-to-log latency through a real broker with one worker, against the raw aiokafka
 ceiling measured on the same broker in the same run.
 
-Shell module. The pipeline figure: N admission records, each the RFC 0209 positive example on
-its own surface (so every one is admitted), published to the admission topic while one
-``a2ui-stream worker`` process runs; throughput is N over the time from the first admission
-record's timestamp to the last log record's timestamp; latency is, per record, the log record's
-timestamp minus its admission record's (both Kafka CreateTime stamps on this machine's clock).
+Shell module. Two phases with one ``a2ui-stream worker`` process, each record the RFC 0209
+positive example on its own surface (so every one is admitted):
+
+- throughput: N records wait on the admission topic as a backlog; the worker starts and drains
+  it; envelopes/s = N over the span of the log records' timestamps (start-up and state restore
+  are not counted);
+- latency: with the worker live, records are offered at a steady ``--rate``; each one's delay is
+  its log record's timestamp minus its admission record's (Kafka CreateTime, one clock).
+
 The CEILING: the same N records produced with aiokafka to a plain topic and consumed back by
-one aiokafka consumer, first send to last receive. Printed, never asserted.
+one aiokafka consumer, first send to last receive, on the same broker in the same run.
+Printed, never asserted.
 """
 
 from __future__ import annotations
@@ -43,20 +48,20 @@ __all__ = ["register"]
 TARGET_PER_SECOND = 10_000
 
 
-def _records(n: int, runs: int) -> list[tuple[bytes, bytes]]:
+def _records(n: int, runs: int, prefix: str = "bench-") -> list[tuple[bytes, bytes]]:
     base = positive_record()
     out = []
     for i in range(n):
         run = f"bench-run-{i % runs:03d}"
         rec = orjson.loads(orjson.dumps(base))
-        sid = f"approve-brief-{i}"
+        sid = f"{prefix}brief-{i}"
         payload = rec["envelope"]["payload"]
         payload["surfaceId"] = sid
         for message in payload["messages"]:
             next(iter(v for k, v in message.items() if k != "version"))["surfaceId"] = sid
         rec["runId"] = run
-        rec["envelope"]["correlationId"] = f"bench-{i}"
-        rec["envelope"]["envelopeId"] = f"bench-env-{i}"
+        rec["envelope"]["correlationId"] = f"{prefix}{i}"
+        rec["envelope"]["envelopeId"] = f"{prefix}env-{i}"
         out.append((run.encode(), orjson.dumps(rec)))
     return out
 
@@ -96,12 +101,8 @@ async def _ceiling(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]
         await consumer.stop()
 
 
-async def _pipeline(
-    broker: Broker, settings: Settings, records: list[tuple[bytes, bytes]], tmp: Path
-) -> dict[str, Any]:
-    specs = {s.id: s for s in desired_for(settings)}
-    await ensure_topics(broker.bootstrap, list(specs.values()))
-    env = {
+def _worker_env(broker: Broker, settings: Settings, tmp: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "KAFKA_BOOTSTRAP": broker.bootstrap,
         "A2UI_STREAM_TOPIC_PREFIX": settings.topic_prefix,
@@ -113,80 +114,103 @@ async def _pipeline(
         "A2UI_STREAM_DATA_DIR": str(tmp / "data"),
         "A2UI_STREAM_LOG_LEVEL": "warning",
     }
-    log_file = open(tmp / "worker.log", "wb")  # noqa: SIM115
-    worker = subprocess.Popen([sys.executable, "-m", "app.shell.cli", "worker"], env=env,
-                              stdout=log_file, stderr=subprocess.STDOUT)
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5,
+
+
+async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],
+                   rate: float | None = None) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
                                 max_batch_size=256 * 1024)
     await producer.start()
     try:
-        # Warm-up: one record through, so the worker has joined and restored before timing.
-        warm_key, warm_value = _records(1, 1)[0]
-        warm = orjson.loads(warm_value)
-        warm["envelope"]["correlationId"] = "bench-warmup"
-        warm["envelope"]["payload"]["surfaceId"] = "warm"
-        for m in warm["envelope"]["payload"]["messages"]:
-            next(iter(v for k, v in m.items() if k != "version"))["surfaceId"] = "warm"
-        await producer.send_and_wait(specs["admission"].name, orjson.dumps(warm), key=warm_key)
-        deadline = time.monotonic() + 120
-        while not await read_topic(broker.bootstrap, specs["log"].name):
-            if worker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the worker did not start; see " + str(tmp / "worker.log"))
-            await asyncio.sleep(0.2)
-        futures = [await producer.send(specs["admission"].name, v, key=k) for k, v in records]
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        futures = []
+        for i, (key, value) in enumerate(records):
+            if rate is not None:
+                due = start + i / rate
+                if due > loop.time():
+                    await asyncio.sleep(due - loop.time())
+            futures.append(await producer.send(topic, value, key=key))
         await asyncio.gather(*futures)
-        admitted_target = len(records) + 1
-        while True:
-            log_records = await read_topic(broker.bootstrap, specs["log"].name,
-                                           isolation="read_committed", timeout=120)
-            if len(log_records) >= admitted_target:
-                break
-            if worker.poll() is not None or time.monotonic() > deadline + 600:
-                raise RuntimeError("the pipeline did not finish; see " + str(tmp / "worker.log"))
-            await asyncio.sleep(0.5)
-        admission = await read_topic(broker.bootstrap, specs["admission"].name, timeout=120)
     finally:
         await producer.stop()
+
+
+async def _wait_log(bootstrap: str, topic: str, count: int, worker: subprocess.Popen[bytes],
+                    timeout: float, log_path: Path) -> list[Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        records = await read_topic(bootstrap, topic, isolation="read_committed", timeout=120)
+        if len(records) >= count:
+            return records
+        if worker.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the pipeline did not finish; see {log_path}")
+        await asyncio.sleep(0.5)
+
+
+async def _pipeline(
+    broker: Broker, settings: Settings, records: list[tuple[bytes, bytes]],
+    latency_records: list[tuple[bytes, bytes]], rate: float, tmp: Path,
+) -> dict[str, Any]:
+    """Phase 1 (throughput): the N records wait on the admission topic as a backlog; one
+    worker starts and drains it; rate = N over the span of the log records' timestamps, so
+    worker start-up and state restore are not counted. Phase 2 (latency): with the worker
+    live and idle, records are published at a steady ``rate`` per second and each one's
+    admission->log delay is measured."""
+    specs = {s.id: s for s in desired_for(settings)}
+    await ensure_topics(broker.bootstrap, list(specs.values()))
+    admission, log_topic = specs["admission"].name, specs["log"].name
+    await _produce(broker.bootstrap, admission, records)
+    log_path = tmp / "worker.log"
+    log_file = open(log_path, "wb")  # noqa: SIM115
+    worker = subprocess.Popen([sys.executable, "-m", "app.shell.cli", "worker"],
+                              env=_worker_env(broker, settings, tmp),
+                              stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        drained = await _wait_log(broker.bootstrap, log_topic, len(records), worker, 900,
+                                  log_path)
+        stamps = [r.timestamp for r in drained]
+        throughput = (len(stamps) - 1) / max(0.001, (max(stamps) - min(stamps)) / 1000)
+        await _produce(broker.bootstrap, admission, latency_records, rate=rate)
+        logged = await _wait_log(broker.bootstrap, log_topic,
+                                 len(records) + len(latency_records), worker, 300, log_path)
+        admitted = await read_topic(broker.bootstrap, admission, timeout=120)
+    finally:
         worker.terminate()
         try:
             worker.wait(timeout=60)
         except subprocess.TimeoutExpired:
             worker.kill()
-    sent_at = {(r.partition, r.offset): r.timestamp for r in admission}
+    sent_at = {(r.partition, r.offset): r.timestamp for r in admitted}
     latencies = []
-    log_times = []
-    for record in log_records:
+    for record in logged:
         source = dict(record.headers or ()).get(SOURCE_HEADER)
         if source is None:
             continue
         partition, _, offset = source.decode().partition(":")
         sent = sent_at.get((int(partition), int(offset)))
-        if sent is None:
-            continue
-        latencies.append(float(record.timestamp - sent))
-        log_times.append(record.timestamp)
-    timed = [r.timestamp for r in admission if b"bench-warmup" not in r.value]
-    first_sent = min(timed)
-    last_logged = max(log_times)
+        if sent is not None and b"bench-lat-" in record.value[:400]:
+            latencies.append(float(record.timestamp - sent))
     return {
         "records": len(records),
-        "envelopes_per_second": len(records) / max(0.001, (last_logged - first_sent) / 1000),
+        "envelopes_per_second": throughput,
+        "latency_records": len(latencies),
+        "latency_rate_per_second": rate,
         "latency_ms_p50": statistics.median(latencies),
         "latency_ms_p99": _pct(latencies, 0.99),
-        "transactional": "transactional" in (tmp / "worker.log").read_text(errors="replace")
-        or broker.features.transactions,
     }
 
 
-async def measure(records: int, runs: int, partitions: int) -> dict[str, Any]:
+async def measure(records: int, runs: int, partitions: int, rate: float) -> dict[str, Any]:
     token = uuid.uuid4().hex[:8]
     settings = replace(load_settings(), topic_prefix=f"bench{token}.", app_id=f"bench-{token}",
                        partitions=partitions, fast_groups=True)
     data = _records(records, runs)
+    latency_data = _records(min(records, 2000), runs, prefix="bench-lat-")
     broker = start_broker(log=lambda m: print(m, file=sys.stderr))
     try:
         with tempfile.TemporaryDirectory(prefix="a2ui-bench-") as tmp:
-            pipeline = await _pipeline(broker, settings, data, Path(tmp))
+            pipeline = await _pipeline(broker, settings, data, latency_data, rate, Path(tmp))
         ceiling = await _ceiling(broker.bootstrap, f"bench{token}.raw", data)
     finally:
         broker.stop()
@@ -210,7 +234,8 @@ def _table(r: dict[str, Any]) -> str:
         ("raw aiokafka produce->consume/s", f"{r['ceiling_raw_aiokafka_per_second']:,.0f}",
          "ceiling (same broker, same run)"),
         ("pipeline / ceiling", f"{r['ratio_pipeline_to_ceiling']:.2f}", ""),
-        ("admission->log latency p50", f"{r['latency_ms_p50']:.1f} ms", ""),
+        ("admission->log latency p50", f"{r['latency_ms_p50']:.1f} ms",
+         f"at {r['latency_rate_per_second']:,.0f} envelopes/s offered"),
         ("admission->log latency p99", f"{r['latency_ms_p99']:.1f} ms", ""),
     ]
     width = max(len(a) for a, _, _ in rows)
@@ -223,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     if args.records < 100:
         print("a2ui-stream bench pipeline: --records must be at least 100", file=sys.stderr)
         return 2
-    result = asyncio.run(measure(args.records, args.runs, args.partitions))
+    result = asyncio.run(measure(args.records, args.runs, args.partitions, args.rate))
     print(orjson.dumps(result).decode() if args.json else _table(result))
     return 0
 
@@ -238,4 +263,6 @@ def register(bench_subparsers: Any) -> None:
     parser.add_argument("--records", type=int, default=20000, help="envelopes (default 20000)")
     parser.add_argument("--runs", type=int, default=50, help="runs they spread over (default 50)")
     parser.add_argument("--partitions", type=int, default=6, help="partitions (default 6)")
+    parser.add_argument("--rate", type=float, default=1000.0,
+                        help="envelopes/s offered in the latency phase (default 1000)")
     parser.set_defaults(func=run)
