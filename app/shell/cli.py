@@ -22,6 +22,7 @@ __all__ = ["build_parser", "main"]
 _COMMAND_MODULES = (
     "app.shell.commands_runtime",  # up, worker, broker, topics, config
     "app.shell.check_command",  # check
+    "app.shell.commands_publish",  # publish
     "app.shell.commands_ops",  # deadletter, runs, log
 )
 _BENCH_MODULES = ("app.shell.bench_admission", "app.shell.bench_pipeline")

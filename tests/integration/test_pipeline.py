@@ -159,3 +159,31 @@ async def test_two_workers_keep_per_run_order_across_a_rebalance(
         first.stop()
         second.stop()
     print(account(records, expected, observed))
+
+
+async def test_publish_command_prints_each_outcome(
+    broker: Broker, settings: Settings, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    await apply_topics(broker, settings)
+    run = "run-publish"
+    good = envelope(run, 0, [create("s")], "s")
+    bad = envelope(run, 1, [create("s")], "s")  # createSurface for a live surface: fold
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(orjson.dumps(good) + b"\n" + orjson.dumps(bad) + b"\n")
+    worker = WorkerProcess(broker, settings, "w1", tmp_path)
+    worker.start()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "app.shell.cli", "publish", str(path), "--wait", "90"],
+            env=worker.env(), capture_output=True, text=True, timeout=150, check=False,
+        )
+    finally:
+        worker.stop()
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"0: admitted  run={run} sequence=0"
+    assert lines[1].startswith("1: refused   envelope_invalid rule=fold path=/envelope/payload")
