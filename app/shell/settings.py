@@ -36,7 +36,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("A2UI_STREAM_LOG_LEVEL", "info", "Log level of the worker: debug, info, warning, error."),
     ("A2UI_STREAM_WORKER_ID", "", "Stable id of this worker (default: the host name). The validator's transactional id derives from it, so a restarted worker fences its previous incarnation; give every worker of a group its own."),
     ("A2UI_STREAM_TRANSACTIONS", "auto", "Kafka transactions for the validator: auto (use them when the broker grants them), on (required), off."),
-    ("A2UI_STREAM_MAX_RECORD_BYTES", "1048576", "Admission records larger than this are dead-lettered before parsing (record_too_large)."),
+    ("A2UI_STREAM_MAX_RECORD_BYTES", "1048576", "Admission records larger than this are dead-lettered before parsing (record_too_large). At most 4 MiB: a dead letter keeps the original bytes (base64) and must fit the dead-letter topic's 8 MiB max.message.bytes."),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
 
@@ -104,5 +104,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         log_level=_choice(env, "A2UI_STREAM_LOG_LEVEL", ("debug", "info", "warning", "error")),
         worker_id=env.get("A2UI_STREAM_WORKER_ID", "").strip() or socket.gethostname(),
         transactions=_choice(env, "A2UI_STREAM_TRANSACTIONS", ("auto", "on", "off")),
-        max_record_bytes=_int(env, "A2UI_STREAM_MAX_RECORD_BYTES", 1024, 64 * 1024 * 1024),
+        max_record_bytes=_int(env, "A2UI_STREAM_MAX_RECORD_BYTES", 1024, 4 * 1024 * 1024),
     )

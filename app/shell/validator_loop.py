@@ -135,7 +135,8 @@ class ValidatorLoop:
             "acks": "all",
             "linger_ms": 5,
             "max_batch_size": 256 * 1024,
-            "max_request_size": 8 * 1024 * 1024,
+            # The log and dead-letter topics take records up to 8 MiB (topics/topics.json).
+            "max_request_size": 9 * 1024 * 1024,
         }
         if self.config.transactions != "off":
             producer = AIOKafkaProducer(

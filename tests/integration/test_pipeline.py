@@ -187,3 +187,37 @@ async def test_publish_command_prints_each_outcome(
     lines = done.stdout.splitlines()
     assert lines[0] == f"0: admitted  run={run} sequence=0"
     assert lines[1].startswith("1: refused   envelope_invalid rule=fold path=/envelope/payload")
+
+
+async def test_an_oversize_record_is_refused_before_parsing_with_its_bytes_kept(
+    broker: Broker, settings: Settings, tmp_path: Path
+) -> None:
+    import base64
+    import hashlib
+
+    from aiokafka import AIOKafkaProducer
+
+    await apply_topics(broker, settings)
+    run = "run-oversize"
+    huge = b'{"runId": "run-oversize", "pad": "' + b"x" * (2 * 1024 * 1024) + b'"}'
+    small = envelope(run, 1, [create("s")], "s")
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap,
+                                max_request_size=5 * 1024 * 1024)
+    await producer.start()
+    try:
+        await producer.send_and_wait(_admission(settings), huge, key=run.encode())
+        await producer.send_and_wait(_admission(settings), orjson.dumps(small), key=run.encode())
+    finally:
+        await producer.stop()
+    worker = WorkerProcess(broker, settings, "w1", tmp_path)
+    worker.start()
+    try:
+        observed = await wait_for_outcomes(broker, settings, 2, timeout=120, workers=[worker])
+    finally:
+        worker.stop()
+    [letter] = observed.dead_letters
+    assert letter["code"] == "record_too_large" and letter["rule"] == "record-size"
+    assert letter["original"]["size"] == len(huge)
+    assert letter["original"]["sha256"] == hashlib.sha256(huge).hexdigest()
+    assert base64.b64decode(letter["original"]["base64"]) == huge
+    assert [e["causationId"] for e in observed.events] == [small["envelope"]["correlationId"]]
