@@ -1,0 +1,363 @@
+"""RFC 6902 JSON Patch for the projector: a diff that only emits add/remove/replace, a STRICT
+applier, and ``verified_diff`` (diff, apply, compare: a patch is only ever sent when it
+reproduces the target exactly; issue 5 §3, RFC 0114 "MUST be a valid RFC 6902 document").
+
+Values are plain JSON values (dict, list, str, int, float, bool, None) and are never mutated:
+``diff`` shares subtrees of ``new`` in the op values, and ``apply_patch`` copies on write (only
+the containers along the paths it touches), so its input document and the patch stay intact.
+Subtrees that are the SAME object in ``old`` and ``new`` (structural sharing, as
+``app.core.surfaces`` produces) are skipped without being walked.
+
+Equality is JSON equality, strict on types: ``1`` and ``true`` differ, ``1`` and ``1.0``
+differ (orjson writes them differently), object key order does not matter (RFC 8259 objects
+are unordered).
+
+The applier raises ``PatchError`` (a ``ValueError``) for every invalid patch: a pure function
+over untrusted input that signals "this frame is unusable"; the subscriber turns it into a
+``ResyncNeeded`` value (STYLE rule 3: the exception never crosses the core's API as a crash).
+
+May import: the standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = [
+    "PatchError",
+    "escape",
+    "pointer",
+    "parse_pointer",
+    "json_equal",
+    "diff",
+    "apply_patch",
+    "verified_diff",
+]
+
+_OPS = frozenset({"add", "remove", "replace", "move", "copy"})
+_MISSING: Any = object()
+
+
+class PatchError(ValueError):
+    """The patch cannot be applied to this document (RFC 6902 §5: the whole patch fails).
+    ``index`` is the failing operation (``None`` when the patch itself is malformed)."""
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message if index is None else f"op {index}: {message}")
+        self.index = index
+
+
+# --- RFC 6901 pointers --------------------------------------------------------------------------
+
+
+def escape(token: str | int) -> str:
+    """One RFC 6901 reference token (§3/§4: ``~`` as ``~0`` first, then ``/`` as ``~1``)."""
+    text = str(token)
+    if "~" in text:
+        text = text.replace("~", "~0")
+    if "/" in text:
+        text = text.replace("/", "~1")
+    return text
+
+
+def pointer(*tokens: str | int) -> str:
+    """The JSON Pointer for ``tokens`` (``pointer()`` is ``""``, the whole document)."""
+    return "".join("/" + escape(t) for t in tokens)
+
+
+def parse_pointer(path: Any) -> list[str]:
+    """RFC 6901 §3/§4: ``""`` is the root, otherwise ``/``-separated tokens, each unescaped
+    ``~1`` -> ``/`` then ``~0`` -> ``~``. A ``~`` followed by anything else is an error."""
+    if not isinstance(path, str):
+        raise PatchError(f"a path is a string, not {type(path).__name__}")
+    if path == "":
+        return []
+    if path[0] != "/":
+        raise PatchError(f"path {path!r} does not start with '/'")
+    tokens = path[1:].split("/")
+    if "~" not in path:
+        return tokens
+    out = []
+    for token in tokens:
+        if "~" in token:
+            check = token.replace("~0", "").replace("~1", "")
+            if "~" in check:
+                raise PatchError(f"path {path!r}: '~' must be followed by 0 or 1 (RFC 6901 §3)")
+            token = token.replace("~1", "/").replace("~0", "~")
+        out.append(token)
+    return out
+
+
+def _index(token: str, length: int, *, allow_end: bool, path: str) -> int:
+    """An array index token (RFC 6901 §4: ``0`` or digits without a leading zero; ``-`` is the
+    position after the last element, legal only where RFC 6902 §4.1 ``add`` allows it)."""
+    if token == "-":
+        if allow_end:
+            return length
+        raise PatchError(f"path {path!r}: '-' names no existing element")
+    if not token.isdigit() or not token.isascii() or (len(token) > 1 and token[0] == "0"):
+        raise PatchError(f"path {path!r}: {token!r} is not an array index")
+    index = int(token)
+    limit = length if allow_end else length - 1
+    if index > limit:
+        raise PatchError(f"path {path!r}: index {index} is out of range (length {length})")
+    return index
+
+
+# --- equality -----------------------------------------------------------------------------------
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality, strict on types (``True != 1``, ``1 != 1.0``), objects unordered; the
+    same object is equal to itself without a walk (structural sharing)."""
+    if a is b:
+        return True
+    ta = type(a)
+    if ta is not type(b):
+        return False
+    if ta is dict:
+        if len(a) != len(b):
+            return False
+        for key, value in a.items():
+            other = b.get(key, _MISSING)
+            if other is _MISSING or not json_equal(value, other):
+                return False
+        return True
+    if ta is list:
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+# --- diff ---------------------------------------------------------------------------------------
+
+
+def diff(old: Any, new: Any) -> list[dict[str, Any]]:
+    """An RFC 6902 patch turning ``old`` into ``new``, using only ``add``, ``remove`` and
+    ``replace`` (never ``test``, ``move`` or ``copy``; RFC 0114 excludes ``test``, and move/copy
+    are optional for a consumer). ``[]`` when they are equal. Op values share ``new``'s
+    subtrees: treat the patch as read-only."""
+    out: list[dict[str, Any]] = []
+    _diff(old, new, "", out)
+    return out
+
+
+def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
+    if a is b:
+        return
+    ta, tb = type(a), type(b)
+    if ta is dict and tb is dict:
+        _diff_object(a, b, path, out)
+    elif ta is list and tb is list:
+        _diff_array(a, b, path, out)
+    elif ta is tb and ta is not dict and ta is not list and a == b:
+        return
+    else:  # a scalar change, or a type change (object -> array, ...): RFC 6902 §4.3
+        out.append({"op": "replace", "path": path, "value": b})
+
+
+def _diff_object(
+    a: dict[str, Any], b: dict[str, Any], path: str, out: list[dict[str, Any]]
+) -> None:
+    for key in a:
+        if key not in b:
+            out.append({"op": "remove", "path": path + "/" + escape(key)})
+    for key, value in b.items():
+        old = a.get(key, _MISSING)
+        if old is value:
+            continue
+        if old is _MISSING:
+            out.append({"op": "add", "path": path + "/" + escape(key), "value": value})
+        else:
+            _diff(old, value, path + "/" + escape(key), out)
+
+
+def _diff_array(a: list[Any], b: list[Any], path: str, out: list[dict[str, Any]]) -> None:
+    la, lb = len(a), len(b)
+    shortest = min(la, lb)
+    prefix = 0
+    while prefix < shortest and json_equal(a[prefix], b[prefix]):
+        prefix += 1
+    suffix = 0
+    if la != lb:  # an insertion or a removal keeps the tail: compare from the end
+        while suffix < shortest - prefix and json_equal(a[la - 1 - suffix], b[lb - 1 - suffix]):
+            suffix += 1
+    ma, mb = la - prefix - suffix, lb - prefix - suffix
+    ops: list[dict[str, Any]] = []
+    for i in range(min(ma, mb)):
+        _diff(a[prefix + i], b[prefix + i], f"{path}/{prefix + i}", ops)
+    if mb > ma:  # RFC 6902 §4.1: add at index i <= len inserts; ascending keeps indices right
+        for i in range(prefix + ma, prefix + mb):
+            ops.append({"op": "add", "path": f"{path}/{i}", "value": b[i]})
+    elif ma > mb:  # RFC 6902 §4.2: remove from the highest index down, so none shifts
+        for i in range(prefix + ma - 1, prefix + mb - 1, -1):
+            ops.append({"op": "remove", "path": f"{path}/{i}"})
+    removes = max(0, ma - mb)
+    weight = len(ops) - removes + removes // 4  # a remove carries no value: it is cheap
+    if weight > 1 and weight >= lb:
+        # as many valued ops as elements: one replace of the whole array is smaller, as exact
+        out.append({"op": "replace", "path": path, "value": b})
+    else:
+        out.extend(ops)
+
+
+# --- apply --------------------------------------------------------------------------------------
+
+
+class _Applier:
+    """Copy-on-write application: a container is copied (shallowly) the first time an op
+    writes into it; ``owned`` holds the copies (kept alive, so their ids stay unique)."""
+
+    __slots__ = ("root", "_owned", "_keep")
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self._owned: set[int] = set()
+        self._keep: list[Any] = []
+
+    def _own(self, container: Any) -> Any:
+        if id(container) in self._owned:
+            return container
+        copy = container.copy()
+        self._owned.add(id(copy))
+        self._keep.append(copy)
+        return copy
+
+    def _parent(self, tokens: list[str], path: str) -> Any:
+        """The (writable) container holding the last token's target."""
+        if not isinstance(self.root, dict | list):
+            raise PatchError(f"path {path!r}: the document is not a container")
+        node = self.root = self._own(self.root)
+        for token in tokens[:-1]:
+            if isinstance(node, dict):
+                child = node.get(token, _MISSING)
+                if child is _MISSING:
+                    raise PatchError(f"path {path!r}: no member {token!r}")
+                key: Any = token
+            elif isinstance(node, list):
+                key = _index(token, len(node), allow_end=False, path=path)
+                child = node[key]
+            else:
+                raise PatchError(f"path {path!r}: {token!r} is inside a scalar")
+            if not isinstance(child, dict | list):
+                raise PatchError(f"path {path!r}: {token!r} is a scalar, not a container")
+            child = self._own(child)
+            node[key] = child
+            node = child
+        return node
+
+    def get(self, tokens: list[str], path: str) -> Any:
+        node = self.root
+        for token in tokens:
+            if isinstance(node, dict):
+                node = node.get(token, _MISSING)
+                if node is _MISSING:
+                    raise PatchError(f"path {path!r}: no member {token!r}")
+            elif isinstance(node, list):
+                node = node[_index(token, len(node), allow_end=False, path=path)]
+            else:
+                raise PatchError(f"path {path!r}: {token!r} is inside a scalar")
+        return node
+
+    def add(self, tokens: list[str], value: Any, path: str) -> None:
+        if not tokens:  # RFC 6902 §4.1: add at the root replaces the whole document
+            self.root = value
+            return
+        parent = self._parent(tokens, path)
+        last = tokens[-1]
+        if isinstance(parent, dict):
+            parent[last] = value  # an existing member is replaced (§4.1)
+        elif isinstance(parent, list):
+            parent.insert(_index(last, len(parent), allow_end=True, path=path), value)
+        else:
+            raise PatchError(f"path {path!r}: the parent is a scalar")
+
+    def remove(self, tokens: list[str], path: str) -> Any:
+        if not tokens:
+            raise PatchError("remove of the whole document is not supported")
+        parent = self._parent(tokens, path)
+        last = tokens[-1]
+        if isinstance(parent, dict):
+            if last not in parent:  # §4.2: the target location MUST exist
+                raise PatchError(f"path {path!r}: no member {last!r} to remove")
+            return parent.pop(last)
+        return parent.pop(_index(last, len(parent), allow_end=False, path=path))
+
+    def replace(self, tokens: list[str], value: Any, path: str) -> None:
+        if not tokens:
+            self.root = value
+            return
+        parent = self._parent(tokens, path)
+        last = tokens[-1]
+        if isinstance(parent, dict):
+            if last not in parent:  # §4.3: the target location MUST exist
+                raise PatchError(f"path {path!r}: no member {last!r} to replace")
+            parent[last] = value
+        else:
+            parent[_index(last, len(parent), allow_end=False, path=path)] = value
+
+
+def _ops(patch: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    if not isinstance(patch, list):
+        raise PatchError(f"a patch is an array of operations, not {type(patch).__name__}")
+    for index, op in enumerate(patch):
+        if not isinstance(op, dict):
+            raise PatchError("an operation is an object", index)
+        yield index, op
+
+
+def apply_patch(doc: Any, patch: Any) -> Any:
+    """Apply an RFC 6902 patch STRICTLY and return the new document; ``doc`` and ``patch`` are
+    never mutated. Raises ``PatchError`` on the first operation that cannot apply (§5: then
+    nothing applies): an unknown op or ``test`` (excluded from transport frames by RFC 0114),
+    a missing ``value``/``from``, a malformed pointer, a missing target for remove/replace/move/
+    copy, an add whose parent is missing or whose index is past the end, a move into its own
+    child (§4.4)."""
+    state = _Applier(doc)
+    for index, op in _ops(patch):
+        name = op.get("op")
+        if name not in _OPS:
+            raise PatchError(f"op {name!r} is not add/remove/replace/move/copy", index)
+        path = op.get("path", _MISSING)
+        if path is _MISSING:
+            raise PatchError("an operation needs a path", index)
+        try:
+            tokens = parse_pointer(path)
+            if name in ("add", "replace"):
+                value = op.get("value", _MISSING)
+                if value is _MISSING:
+                    raise PatchError(f"{name} needs a value")
+                (state.add if name == "add" else state.replace)(tokens, value, path)
+            elif name == "remove":
+                state.remove(tokens, path)
+            else:
+                source = op.get("from", _MISSING)
+                if source is _MISSING:
+                    raise PatchError(f"{name} needs a from")
+                source_tokens = parse_pointer(source)
+                if name == "move":
+                    if source_tokens == tokens:  # §4.4: the from location MUST still exist
+                        state.get(source_tokens, source)
+                        continue
+                    if tokens[: len(source_tokens)] == source_tokens:
+                        raise PatchError(f"move from {source!r} into its own child {path!r}")
+                    state.add(tokens, state.remove(source_tokens, source), path)
+                else:
+                    state.add(tokens, state.get(source_tokens, source), path)
+        except PatchError as exc:
+            if exc.index is not None:
+                raise
+            raise PatchError(str(exc), index) from None
+    return state.root
+
+
+def verified_diff(old: Any, new: Any) -> list[dict[str, Any]] | None:
+    """``diff(old, new)`` if applying it to ``old`` reproduces ``new`` exactly (JSON equality,
+    strict on types), else ``None``: the caller then sends a full frame (issue 5 §3: every
+    delta is verified before it is sent)."""
+    patch = diff(old, new)
+    try:
+        applied = apply_patch(old, patch)
+    except (PatchError, RecursionError):
+        return None
+    return patch if json_equal(applied, new) else None
