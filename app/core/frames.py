@@ -1,0 +1,369 @@
+"""Frame planning: which frame each subscriber gets for one surface change (issue 5 §2-§4).
+
+``plan(change, subscribers, secrets=...) -> Plan`` turns one ``SurfaceChange`` (from
+``app.core.surfaces.project``) into encoded frames, one per subscriber, and each subscriber's
+new ``SubscriberCursor``. The shell writes ``Plan.sends`` to the subscriber topics, stores
+``Plan.cursors`` and counts ``Plan.fallbacks`` on /metrics. Nothing here does I/O.
+
+Frames (schemas/projection-frame.schema.json; docs/projection.md):
+- full: ``{kind:"full", runId, surfaceId, version, surfaceRef, sequence, catalogVersion (v1) |
+  catalogId (v2), trust, renderable, actionsEnabled, partial, deleted, surface}`` where
+  ``surface`` is the materialized content (v1: the payload ``{catalogVersion, surface,
+  reasoning?}``; v2: schemas/materialized-surface);
+- delta: ``{kind:"delta", runId, surfaceId, version, surfaceRef, catalogVersion | catalogId,
+  baseRef, baseSequence, sequence, trust, renderable, actionsEnabled, partial, deleted, patch}``.
+  ``{surfaceRef, catalogVersion, patch}`` is RFC 0114's frame (v1); ``patch`` is RFC 6902 over
+  the content the subscriber holds (``baseRef``), rooted like the full frame's ``surface``, so a
+  v1 leaf is ``/surface/components/1/text`` exactly as openwop-a2ui.md §16c expects.
+  ``surfaceRef`` is the eventId of the NEW surface (what the conformance live leg filters on,
+  §10 conflict 2); the base is named by ``baseRef``/``baseSequence``.
+
+Rules (issue 5 §3), decided per subscriber in this order (the first that applies names the
+reason; a delta subscriber that gets a full frame is a counted fallback):
+  subscription  the subscriber did not opt into deltas (RFC 0114: full by default)
+  first         it holds nothing for this surface yet
+  full-only     it kept failing (``MAX_RESYNCS`` resync requests): no resync loop
+  resync        it asked for a resync: exactly one full frame answers it
+  deleted       the surface was deleted: the frame says so (``deleted: true``)
+  catalog       its catalog (or payload major) differs: a catalog change starts from a full
+  secrets       the run's SR-1 secrets changed since its last frame (its base was redacted
+                differently)
+  full-every    it already took ``full_every`` deltas in a row (RFC 0114 unresolved q. 2)
+  not-in-sync   what it holds is not the surface this change starts from
+  empty         the content did not change (RFC 0114 frames need a non-empty patch)
+  unverified    the delta did not reproduce the new surface exactly (never sent)
+The delta and both encodings are computed ONCE per change (lazily) and shared by every
+subscriber; per subscriber only the choice above runs. SR-1 (``app.core.redaction``) runs over
+the full content and the patch values before fan-out (§14, RFC 0114). Trust is a frame field on
+every frame, outside the patched document, so no patch can drop ``untrusted``.
+
+May import: the standard library, orjson and app.core.* (pure).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+import orjson
+
+from app.core.patch import verified_diff
+from app.core.redaction import Secrets, redact
+from app.core.surfaces import Surface, SurfaceChange, Trust
+
+__all__ = [
+    "MAX_RESYNCS",
+    "DEFAULT_FULL_EVERY",
+    "FALLBACK_REASONS",
+    "Subscription",
+    "SubscriberCursor",
+    "Send",
+    "Plan",
+    "Prepared",
+    "prepare",
+    "choose",
+    "plan",
+    "full_frame",
+    "encode_frame",
+    "rfc0114_frame",
+    "on_resync",
+    "answer_resync",
+    "redaction_tag",
+]
+
+MAX_RESYNCS = 3
+DEFAULT_FULL_EVERY = 100
+FALLBACK_REASONS = (
+    "first",
+    "full-only",
+    "resync",
+    "deleted",
+    "catalog",
+    "secrets",
+    "full-every",
+    "not-in-sync",
+    "empty",
+    "unverified",
+)
+
+
+class Subscription(NamedTuple):
+    """A registered subscriber (the registry record, schemas/subscription)."""
+
+    subscriber_id: str
+    delta: bool = False
+    full_every: int = DEFAULT_FULL_EVERY
+
+
+class SubscriberCursor(NamedTuple):
+    """What one subscriber holds for one surface, as far as the projector knows."""
+
+    surface_ref: str
+    sequence: int
+    catalog: str
+    version: int
+    trust: Trust
+    deltas_since_full: int = 0
+    out_of_sync: bool = False  # a resync request arrived: the next frame is full
+    resyncs: int = 0  # resync requests so far; at MAX_RESYNCS the subscriber gets full only
+    redaction: str = ""  # redaction_tag of the secrets its last frame was redacted with
+
+
+class Send(NamedTuple):
+    """One frame for one subscriber."""
+
+    subscriber_id: str
+    kind: str  # "full" | "delta"
+    reason: str  # "delta", or why a full frame was sent (see the module docstring)
+    frame: bytes
+
+
+class Plan(NamedTuple):
+    """Frames to send for one change, the subscribers' new cursors, fallbacks by reason, and
+    the change's projection warnings (for the shell's log)."""
+
+    sends: tuple[Send, ...]
+    cursors: dict[str, SubscriberCursor]
+    fallbacks: dict[str, int]
+    warnings: tuple[str, ...] = ()
+
+
+def redaction_tag(secrets: Secrets) -> str:
+    """A short stable fingerprint of a set of prepared secrets ("" for none)."""
+    if not secrets:
+        return ""
+    text = "\x00".join(f"{sid}\x01{value}" for value, sid, _ in secrets)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def encode_frame(frame: Mapping[str, Any]) -> bytes:
+    """A frame's bytes on a subscriber topic (JSON, UTF-8)."""
+    return orjson.dumps(frame)
+
+
+def _catalog_field(surface: Surface) -> str:
+    return "catalogVersion" if surface.version == 1 else "catalogId"
+
+
+def _status(surface: Surface) -> dict[str, Any]:
+    return {
+        "trust": surface.trust,
+        "renderable": surface.renderable,
+        "actionsEnabled": surface.actions_enabled,
+        "partial": surface.partial,
+        "deleted": surface.deleted,
+    }
+
+
+def full_frame(surface: Surface, content: Any | None = None) -> dict[str, Any]:
+    """The full frame for ``surface`` (``content`` overrides it, e.g. redacted)."""
+    return {
+        "kind": "full",
+        "runId": surface.key.run_id,
+        "surfaceId": surface.key.surface_id,
+        "version": surface.version,
+        "surfaceRef": surface.surface_ref,
+        "sequence": surface.sequence,
+        _catalog_field(surface): surface.catalog,
+        **_status(surface),
+        "surface": surface.content if content is None else content,
+    }
+
+
+def _delta_frame(old: Surface, new: Surface, patch: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "kind": "delta",
+        "runId": new.key.run_id,
+        "surfaceId": new.key.surface_id,
+        "version": new.version,
+        "surfaceRef": new.surface_ref,
+        _catalog_field(new): new.catalog,
+        "baseRef": old.surface_ref,
+        "baseSequence": old.sequence,
+        "sequence": new.sequence,
+        **_status(new),
+        "patch": patch,
+    }
+
+
+def rfc0114_frame(frame: Mapping[str, Any]) -> dict[str, Any]:
+    """The RFC 0114 frame ``{surfaceRef, catalogVersion, patch}`` inside a v1 delta frame."""
+    return {
+        "surfaceRef": frame["surfaceRef"],
+        "catalogVersion": frame["catalogVersion"],
+        "patch": frame["patch"],
+    }
+
+
+class Prepared:
+    """The shared, per-change work: redacted contents, the verified delta and the encodings,
+    each computed at most once, on first use."""
+
+    __slots__ = ("change", "secrets", "tag", "_content", "_delta", "_full_bytes", "_delta_bytes")
+
+    def __init__(self, change: SurfaceChange, secrets: Secrets = ()) -> None:
+        self.change = change
+        self.secrets = secrets
+        self.tag = redaction_tag(secrets)
+        self._content: Any = _UNSET
+        self._delta: Any = _UNSET
+        self._full_bytes: bytes | None = None
+        self._delta_bytes: bytes | None = None
+
+    @property
+    def content(self) -> Any:
+        """The new content after SR-1 (the same object when nothing is redacted)."""
+        if self._content is _UNSET:
+            self._content = redact(self.change.new.content, self.secrets)
+        return self._content
+
+    @property
+    def delta(self) -> list[dict[str, Any]] | str:
+        """The verified patch old -> new (over redacted contents), or why there is none:
+        ``"empty"`` or ``"unverified"``."""
+        if self._delta is _UNSET:
+            old = self.change.old
+            if old is None:
+                self._delta = "first"
+            else:
+                base = redact(old.content, self.secrets)
+                patch = verified_diff(base, self.content)
+                if patch is None:
+                    self._delta = "unverified"
+                elif not patch:
+                    self._delta = "empty"
+                else:  # belt and braces: SR-1 walks patch values (RFC 0114)
+                    self._delta = redact(patch, self.secrets)
+        result: list[dict[str, Any]] | str = self._delta
+        return result
+
+    def full_bytes(self) -> bytes:
+        if self._full_bytes is None:
+            self._full_bytes = encode_frame(full_frame(self.change.new, self.content))
+        return self._full_bytes
+
+    def delta_bytes(self) -> bytes:
+        if self._delta_bytes is None:
+            patch = self.delta
+            old = self.change.old
+            if isinstance(patch, str) or old is None:
+                raise ValueError("no delta for this change")  # a bug: choose() said delta
+            self._delta_bytes = encode_frame(_delta_frame(old, self.change.new, patch))
+        return self._delta_bytes
+
+
+_UNSET: Any = object()
+
+
+def prepare(change: SurfaceChange, secrets: Secrets = ()) -> Prepared:
+    """The shared work for one change (see ``Prepared``)."""
+    return Prepared(change, secrets)
+
+
+def _reason(prepared: Prepared, sub: Subscription, cursor: SubscriberCursor | None) -> str:
+    """``"delta"`` or the reason this subscriber gets a full frame (module docstring order)."""
+    if not sub.delta:
+        return "subscription"
+    if cursor is None:
+        return "first"
+    if cursor.resyncs >= MAX_RESYNCS:
+        return "full-only"
+    if cursor.out_of_sync:
+        return "resync"
+    new, old = prepared.change.new, prepared.change.old
+    if new.deleted:
+        return "deleted"
+    if cursor.catalog != new.catalog or cursor.version != new.version:
+        return "catalog"
+    if cursor.redaction != prepared.tag:
+        return "secrets"
+    if cursor.deltas_since_full >= sub.full_every:
+        return "full-every"
+    if old is None or cursor.surface_ref != old.surface_ref or cursor.sequence != old.sequence:
+        return "not-in-sync"
+    delta = prepared.delta
+    return delta if isinstance(delta, str) else "delta"
+
+
+def choose(
+    prepared: Prepared, sub: Subscription, cursor: SubscriberCursor | None
+) -> tuple[Send, SubscriberCursor]:
+    """The frame for one subscriber and its cursor after it."""
+    reason = _reason(prepared, sub, cursor)
+    new = prepared.change.new
+    resyncs = 0 if cursor is None else cursor.resyncs
+    if reason == "delta":
+        sent = 0 if cursor is None else cursor.deltas_since_full
+        send = Send(sub.subscriber_id, "delta", reason, prepared.delta_bytes())
+        deltas = sent + 1
+    else:
+        send = Send(sub.subscriber_id, "full", reason, prepared.full_bytes())
+        deltas = 0
+    after = SubscriberCursor(
+        new.surface_ref,
+        new.sequence,
+        new.catalog,
+        new.version,
+        new.trust,
+        deltas,
+        False,
+        resyncs,
+        prepared.tag,
+    )
+    return send, after
+
+
+def plan(
+    change: SurfaceChange,
+    subscribers: Iterable[tuple[Subscription, SubscriberCursor | None]],
+    *,
+    secrets: Secrets = (),
+) -> Plan:
+    """Frames for every subscriber of the change's run (the shell filters by ``runs``)."""
+    prepared = Prepared(change, secrets)
+    sends: list[Send] = []
+    cursors: dict[str, SubscriberCursor] = {}
+    fallbacks: dict[str, int] = {}
+    for sub, cursor in subscribers:
+        send, after = choose(prepared, sub, cursor)
+        sends.append(send)
+        cursors[sub.subscriber_id] = after
+        if sub.delta and send.kind == "full":
+            fallbacks[send.reason] = fallbacks.get(send.reason, 0) + 1
+    return Plan(tuple(sends), cursors, fallbacks, change.warnings)
+
+
+def on_resync(cursor: SubscriberCursor | None) -> SubscriberCursor | None:
+    """A resync request arrived for this cursor: its next frame is full (exactly one), and the
+    request is counted; at ``MAX_RESYNCS`` the subscriber gets full frames only (no loop).
+    ``None`` (nothing delivered yet) stays ``None``: its next frame is full anyway."""
+    if cursor is None:
+        return None
+    return cursor._replace(out_of_sync=True, resyncs=cursor.resyncs + 1)
+
+
+def answer_resync(
+    surface: Surface,
+    sub: Subscription,
+    cursor: SubscriberCursor | None,
+    *,
+    secrets: Secrets = (),
+) -> tuple[Send, SubscriberCursor]:
+    """Issue 5 §4: answer a resync request at once with exactly one full frame of the surface
+    as it is now; the request is counted in the cursor (``MAX_RESYNCS`` => full frames only)."""
+    content = redact(surface.content, secrets)
+    send = Send(sub.subscriber_id, "full", "resync", encode_frame(full_frame(surface, content)))
+    resyncs = 1 if cursor is None else cursor.resyncs + 1
+    after = SubscriberCursor(
+        surface.surface_ref,
+        surface.sequence,
+        surface.catalog,
+        surface.version,
+        surface.trust,
+        0,
+        False,
+        resyncs,
+        redaction_tag(secrets),
+    )
+    return send, after

@@ -1,0 +1,236 @@
+"""Frame planning (app.core.frames): the full/delta rules of issue 5 §3 in order, the shared
+delta, RFC 0114's frame inside ours, SR-1 on patch values, taint on every frame, resync."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from jsonschema import Draft202012Validator
+
+from app.core import frames
+from app.core.frames import (
+    MAX_RESYNCS,
+    Subscription,
+    answer_resync,
+    encode_frame,
+    on_resync,
+    plan,
+    prepare,
+    rfc0114_frame,
+)
+from app.core.redaction import prepare as prepare_secrets
+from app.core.surfaces import Projection, SurfaceChange, project
+from app.shell.schema_files import load_schema_documents
+from tests.core.projection_support import (
+    FULL_SURFACE_V0,
+    column,
+    components,
+    create,
+    data,
+    delete,
+    event,
+    text,
+    v2,
+)
+
+UPSTREAM_FRAME = (
+    Path(__file__).resolve().parents[3]
+    / "shared/upstream/openwop/schemas/a2ui-surface-delta-frame.schema.json"
+)
+FRAME_SCHEMA = Draft202012Validator(load_schema_documents()["projection-frame"])
+FULL = Subscription("full-sub", delta=False)
+DELTA = Subscription("delta-sub", delta=True, full_every=3)
+
+
+def v1_with(text_1: str, **extra: Any) -> dict[str, Any]:
+    body = copy.deepcopy(FULL_SURFACE_V0)
+    body["surface"]["components"][1]["text"] = text_1
+    body.update(extra)
+    return body
+
+
+class Driver:
+    """Projects events and plans frames for subscribers, keeping their cursors."""
+
+    def __init__(self, *subs: Subscription, secrets: Any = ()) -> None:
+        self.state = Projection()
+        self.subs = subs
+        self.cursors: dict[str, Any] = {}
+        self.secrets = secrets
+        self.seq = 0
+
+    def emit(self, body: Any, **kwargs: Any) -> frames.Plan:
+        self.state, (change,) = project(self.state, event(self.seq, body, **kwargs))
+        self.seq += 1
+        return self.plan(change)
+
+    def plan(self, change: SurfaceChange) -> frames.Plan:
+        result = plan(
+            change,
+            [(s, self.cursors.get(s.subscriber_id)) for s in self.subs],
+            secrets=self.secrets,
+        )
+        self.cursors.update(result.cursors)
+        for send in result.sends:
+            assert FRAME_SCHEMA.is_valid(orjson.loads(send.frame)), send
+        return result
+
+    @staticmethod
+    def frame(result: frames.Plan, sub: Subscription) -> tuple[str, str, dict[str, Any]]:
+        (send,) = [s for s in result.sends if s.subscriber_id == sub.subscriber_id]
+        return send.kind, send.reason, orjson.loads(send.frame)
+
+
+def test_frames_first_frame_is_full_for_everyone() -> None:
+    d = Driver(FULL, DELTA)
+    result = d.emit(FULL_SURFACE_V0)
+    kind, reason, frame = d.frame(result, FULL)
+    assert (kind, reason) == ("full", "subscription")
+    assert d.frame(result, DELTA)[:2] == ("full", "first")
+    assert result.fallbacks == {"first": 1}
+    assert frame["surface"] == FULL_SURFACE_V0 and frame["catalogVersion"] == "0.9.1"
+    assert frame["surfaceId"] == "~v1" and frame["version"] == 1 and frame["sequence"] == 0
+    assert frame["trust"] == "trusted" and frame["renderable"] and frame["actionsEnabled"]
+
+
+def test_frames_v1_leaf_update_is_the_suite_delta() -> None:
+    d = Driver(FULL, DELTA)
+    first = d.emit(FULL_SURFACE_V0)
+    result = d.emit(v1_with("Confirmed — see you then."))
+    kind, reason, frame = d.frame(result, DELTA)
+    assert (kind, reason) == ("delta", "delta")
+    assert frame["patch"] == [
+        {
+            "op": "replace",
+            "path": "/surface/components/1/text",
+            "value": "Confirmed — see you then.",
+        }
+    ]
+    assert frame["baseRef"] == d.frame(first, FULL)[2]["surfaceRef"]
+    assert frame["surfaceRef"] != frame["baseRef"] and frame["sequence"] == 1
+    if UPSTREAM_FRAME.is_file():
+        upstream = Draft202012Validator(orjson.loads(UPSTREAM_FRAME.read_bytes()))
+        assert upstream.is_valid(rfc0114_frame(frame))
+
+
+def test_frames_delta_is_computed_once_and_shared() -> None:
+    subs = [Subscription(f"d{i}", delta=True) for i in range(50)] + [
+        Subscription(f"f{i}") for i in range(50)
+    ]
+    d = Driver(*subs)
+    d.emit(FULL_SURFACE_V0)
+    result = d.emit(v1_with("x"))
+    deltas = {id(s.frame) for s in result.sends if s.kind == "delta"}
+    fulls = {id(s.frame) for s in result.sends if s.kind == "full"}
+    assert len(deltas) == 1 and len(fulls) == 1
+    assert sum(s.kind == "delta" for s in result.sends) == 50
+
+
+def test_frames_full_every_bounds_consecutive_deltas() -> None:
+    d = Driver(DELTA)
+    d.emit(FULL_SURFACE_V0)
+    kinds = [d.frame(d.emit(v1_with(f"t{i}")), DELTA)[1] for i in range(7)]
+    assert kinds == ["delta", "delta", "delta", "full-every", "delta", "delta", "delta"]
+
+
+def test_frames_catalog_change_and_out_of_sync_send_full() -> None:
+    d = Driver(DELTA)
+    d.emit(FULL_SURFACE_V0)
+    cursor = d.cursors[DELTA.subscriber_id]
+    d.cursors[DELTA.subscriber_id] = cursor._replace(catalog="0.9.0")
+    assert d.frame(d.emit(v1_with("a")), DELTA)[1] == "catalog"
+    d.cursors[DELTA.subscriber_id] = d.cursors[DELTA.subscriber_id]._replace(sequence=99)
+    assert d.frame(d.emit(v1_with("b")), DELTA)[1] == "not-in-sync"
+    assert d.frame(d.emit(v1_with("c")), DELTA)[1] == "delta"
+
+
+def test_frames_empty_change_sends_full() -> None:
+    d = Driver(DELTA)
+    d.emit(FULL_SURFACE_V0)
+    assert d.frame(d.emit(copy.deepcopy(FULL_SURFACE_V0)), DELTA)[:2] == ("full", "empty")
+
+
+def test_frames_unverified_delta_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = Driver(DELTA)
+    d.emit(FULL_SURFACE_V0)
+    monkeypatch.setattr(frames, "verified_diff", lambda old, new: None)
+    result = d.emit(v1_with("x"))
+    assert d.frame(result, DELTA)[:2] == ("full", "unverified")
+    assert result.fallbacks == {"unverified": 1}
+
+
+def test_frames_taint_rides_every_frame() -> None:
+    d = Driver(FULL, DELTA)
+    d.emit(FULL_SURFACE_V0)
+    result = d.emit(v1_with("x"), trust="untrusted")
+    for sub in (FULL, DELTA):
+        _, _, frame = d.frame(result, sub)
+        assert frame["trust"] == "untrusted" and not frame["actionsEnabled"]
+    assert d.frame(result, DELTA)[0] == "delta"
+    # a trusted update never launders it, and a trust-only change is still a frame
+    _, _, frame = d.frame(d.emit(v1_with("y")), DELTA)
+    assert frame["trust"] == "untrusted"
+
+
+def test_frames_deleted_surface_says_so() -> None:
+    d = Driver(FULL, DELTA)
+    d.emit(v2("s", create("s"), components("s", column("root", "t"), text("t"))))
+    d.emit(v2("s", components("s", text("t", "two"))))
+    result = d.emit(v2("s", delete("s")))
+    for sub in (FULL, DELTA):
+        kind, _, frame = d.frame(result, sub)
+        assert kind == "full" and frame["deleted"] and not frame["renderable"]
+    assert d.frame(result, DELTA)[1] == "deleted"
+
+
+def test_frames_v2_delta_paths_are_stable_under_upserts() -> None:
+    d = Driver(DELTA)
+    d.emit(v2("s", create("s"), components("s", column("root", "name"), text("name", "a"))))
+    _, _, frame = d.frame(d.emit(v2("s", components("s", text("name", "b")))), DELTA)
+    assert frame["patch"] == [{"op": "replace", "path": "/components/name/text", "value": "b"}]
+    assert frame["catalogId"] and "catalogVersion" not in frame
+    _, _, frame = d.frame(d.emit(v2("s", data("s", path="/a~1b", value=None))), DELTA)
+    assert frame["patch"] == [{"op": "add", "path": "/dataModel/a~1b", "value": None}]
+
+
+def test_frames_sr1_walks_patch_values_and_full_content() -> None:
+    secret = "sk-live-0123456789"
+    secrets = prepare_secrets([("vault-1", secret)])
+    d = Driver(FULL, DELTA, secrets=secrets)
+    d.emit(FULL_SURFACE_V0)
+    result = d.emit(v1_with(f"token {secret}"))
+    for send in result.sends:
+        assert secret.encode() not in send.frame
+        assert b"[REDACTED:vault-1]" in send.frame
+    assert d.frame(result, DELTA)[0] == "delta"
+    d.secrets = prepare_secrets([("vault-1", secret), ("vault-2", "another-secret-1")])
+    assert d.frame(d.emit(v1_with("z")), DELTA)[1] == "secrets"
+
+
+def test_frames_resync_answers_one_full_then_full_only() -> None:
+    d = Driver(DELTA)
+    d.emit(FULL_SURFACE_V0)
+    d.cursors[DELTA.subscriber_id] = on_resync(d.cursors[DELTA.subscriber_id])
+    assert d.frame(d.emit(v1_with("a")), DELTA)[1] == "resync"
+    assert d.frame(d.emit(v1_with("b")), DELTA)[1] == "delta"
+    surface = d.state.surfaces_of(event(0, {})["runId"])[0]
+    for _ in range(MAX_RESYNCS - 1):
+        send, cursor = answer_resync(surface, DELTA, d.cursors[DELTA.subscriber_id])
+        assert (send.kind, send.reason) == ("full", "resync")
+        assert orjson.loads(send.frame)["surfaceRef"] == surface.surface_ref
+        d.cursors[DELTA.subscriber_id] = cursor
+    assert d.frame(d.emit(v1_with("c")), DELTA)[1] == "full-only"
+    assert on_resync(None) is None
+
+
+def test_frames_encode_and_prepare_are_lazy() -> None:
+    state, (change,) = project(Projection(), event(0, FULL_SURFACE_V0))
+    prepared = prepare(change)
+    assert prepared.delta == "first"
+    assert encode_frame({"a": 1}) == b'{"a":1}'
+    with pytest.raises(ValueError):
+        prepared.delta_bytes()
