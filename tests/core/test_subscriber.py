@@ -1,0 +1,523 @@
+"""The subscriber client's pure core (app.core.subscriber): the server-free legs of
+openwop-a2ui.md §16c (RFC 0114), fail-closed rules, and THE property: at every step of random
+surface evolutions the delta subscriber's reconstruction equals the full subscriber's surface."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from app.core.frames import SubscriberCursor, Subscription, plan
+from app.core.patch import apply_patch, json_equal
+from app.core.subscriber import Delivered, ResyncNeeded, SubscriberView, receive
+from app.core.surfaces import Projection, project
+from tests.core.admission_support import rules
+from tests.core.projection_support import (
+    FULL_SURFACE_V0,
+    RUN,
+    column,
+    components,
+    create,
+    data,
+    delete,
+    event,
+    text,
+    v2,
+)
+
+UPSTREAM_FRAME = (
+    Path(__file__).resolve().parents[3]
+    / "shared/upstream/openwop/schemas/a2ui-surface-delta-frame.schema.json"
+)
+EVT_9 = "evt_9"
+SUITE_FRAME: dict[str, Any] = {
+    "surfaceRef": EVT_9,
+    "catalogVersion": "0.9.1",
+    "patch": [{"op": "replace", "path": "/surface/components/1/text", "value": "Done"}],
+}
+MATERIALIZED_AFTER_UPDATES: dict[str, Any] = copy.deepcopy(FULL_SURFACE_V0)
+MATERIALIZED_AFTER_UPDATES["surface"]["components"][1]["text"] = "Confirmed — see you then."
+MATERIALIZED_AFTER_UPDATES["surface"]["components"].append(
+    {"component": "text", "text": "A calendar invite is on its way."}
+)
+RECONSTRUCTION = [
+    [{"op": "replace", "path": "/surface/components/1/text", "value": "Confirmed — see you then."}],
+    [
+        {
+            "op": "add",
+            "path": "/surface/components/-",
+            "value": {"component": "text", "text": "A calendar invite is on its way."},
+        }
+    ],
+]
+
+
+# --- §16c server-free legs: the frame schema ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Draft202012Validator:
+    if not UPSTREAM_FRAME.is_file():
+        pytest.skip(f"upstream delta-frame schema not present at {UPSTREAM_FRAME}")
+    schema = orjson.loads(UPSTREAM_FRAME.read_bytes())
+    Draft202012Validator.check_schema(schema)  # leg 1: it compiles
+    return Draft202012Validator(schema)
+
+
+def test_subscriber_16c_frame_schema_legs(upstream: Draft202012Validator) -> None:
+    assert upstream.is_valid(SUITE_FRAME)  # leg 2
+    for missing in ("surfaceRef", "catalogVersion", "patch"):  # leg 3
+        assert not upstream.is_valid({k: v for k, v in SUITE_FRAME.items() if k != missing})
+    assert not upstream.is_valid({**SUITE_FRAME, "patch": []})  # leg 4
+    test_op = [{"op": "test", "path": "/surface", "value": 1}]
+    assert not upstream.is_valid({**SUITE_FRAME, "patch": test_op})  # leg 5
+    extra = [{**SUITE_FRAME["patch"][0], "onApply": "x"}]
+    assert not upstream.is_valid({**SUITE_FRAME, "patch": extra})  # leg 6
+    # leg 10: a delta frame is not a v1 payload, the full surface is
+    assert rules().check_v1(SUITE_FRAME) is not None
+    assert rules().check_v1(FULL_SURFACE_V0) is None
+
+
+# --- §16c leg 7: reconstruction, through our own frames ------------------------------------------
+
+
+def _full(content: Any, ref: str = EVT_9, sequence: int = 0, **status: Any) -> dict[str, Any]:
+    frame = {
+        "kind": "full",
+        "runId": RUN,
+        "surfaceId": "~v1",
+        "version": 1,
+        "surfaceRef": ref,
+        "sequence": sequence,
+        "catalogVersion": "0.9.1",
+        "trust": "trusted",
+        "renderable": True,
+        "actionsEnabled": True,
+        "partial": False,
+        "deleted": False,
+        "surface": content,
+    }
+    frame.update(status)
+    return frame
+
+
+def _delta(patch: Any, base: tuple[str, int], ref: str, sequence: int, **status: Any) -> dict:
+    frame = {
+        "kind": "delta",
+        "runId": RUN,
+        "surfaceId": "~v1",
+        "version": 1,
+        "surfaceRef": ref,
+        "catalogVersion": "0.9.1",
+        "baseRef": base[0],
+        "baseSequence": base[1],
+        "sequence": sequence,
+        "trust": "trusted",
+        "renderable": True,
+        "actionsEnabled": True,
+        "partial": False,
+        "deleted": False,
+        "patch": patch,
+    }
+    frame.update(status)
+    return frame
+
+
+def test_subscriber_16c_reconstruction(upstream: Draft202012Validator) -> None:
+    view, outcome = receive(SubscriberView(), orjson.dumps(_full(FULL_SURFACE_V0)), rules())
+    assert isinstance(outcome, Delivered)
+    base = (EVT_9, 0)
+    for n, patch in enumerate(RECONSTRUCTION, start=1):
+        frame = _delta(patch, base, f"evt_{9 + n}", n)
+        rfc = {k: frame[k] for k in ("surfaceRef", "catalogVersion", "patch")}
+        assert upstream.is_valid(rfc) and rfc["catalogVersion"] == FULL_SURFACE_V0["catalogVersion"]
+        view, outcome = receive(view, orjson.dumps(frame), rules())
+        assert isinstance(outcome, Delivered), outcome
+        base = (frame["surfaceRef"], n)
+    assert outcome.surface.content == MATERIALIZED_AFTER_UPDATES
+    assert rules().check_v1(outcome.surface.content) is None
+    assert apply_patch(apply_patch(FULL_SURFACE_V0, RECONSTRUCTION[0]), RECONSTRUCTION[1]) == (
+        MATERIALIZED_AFTER_UPDATES
+    )
+
+
+def test_subscriber_projector_reproduces_the_suite_materialization() -> None:
+    """The same two updates through the projector: the delta subscriber ends where the full
+    subscriber does, which is the suite's ``fullSurfaceMaterializedAfterUpdates``."""
+    bodies = [FULL_SURFACE_V0, copy.deepcopy(FULL_SURFACE_V0), MATERIALIZED_AFTER_UPDATES]
+    bodies[1]["surface"]["components"][1]["text"] = "Confirmed — see you then."
+    end = run_pair([event(i, b) for i, b in enumerate(bodies)])
+    assert end == MATERIALIZED_AFTER_UPDATES
+
+
+# --- §16c legs 8 and 9 (RFC 0114's negative example): fail closed --------------------------------
+
+NEGATIVES = [
+    (
+        "iframe add",
+        [
+            {
+                "op": "add",
+                "path": "/surface/components/-",
+                "value": {"component": "iframe", "src": "https://evil.example/"},
+            }
+        ],
+    ),
+    (
+        "onClick replace",
+        [
+            {
+                "op": "replace",
+                "path": "/surface/components/0",
+                "value": {"component": "heading", "text": "Hi", "onClick": "steal()"},
+            }
+        ],
+    ),
+    ("bad path", [{"op": "replace", "path": "/surface/components/9/text", "value": "x"}]),
+    ("missing node", [{"op": "remove", "path": "/surface/title/x"}]),
+    ("test op", [{"op": "test", "path": "/surface/title", "value": "x"}]),
+    ("extra member", [{"op": "remove", "path": "/surface/title", "onApply": "x"}]),
+    ("button to a url", [{"op": "add", "path": "/surface/components/3/action/url", "value": "u"}]),
+]
+
+
+@pytest.mark.parametrize(("name", "patch"), NEGATIVES, ids=[n for n, _ in NEGATIVES])
+def test_subscriber_bad_delta_fails_closed(name: str, patch: list[dict[str, Any]]) -> None:
+    view, _ = receive(SubscriberView(), _full(FULL_SURFACE_V0), rules())
+    # legs 8 and 9: the frame itself is valid, only the post-patch surface is not
+    if name in ("iframe add", "onClick replace") and UPSTREAM_FRAME.is_file():
+        upstream = Draft202012Validator(orjson.loads(UPSTREAM_FRAME.read_bytes()))
+        rfc = {"surfaceRef": "evt_10", "catalogVersion": "0.9.1", "patch": patch}
+        assert upstream.is_valid(rfc)
+    view, outcome = receive(view, _delta(patch, (EVT_9, 0), "evt_10", 1), rules())
+    assert isinstance(outcome, ResyncNeeded), outcome
+    assert outcome.run_id == RUN and outcome.surface_id == "~v1" and outcome.reason
+    held = view.get(RUN, "~v1")
+    assert held is not None and held.stale and not held.renderable
+    assert held.content == FULL_SURFACE_V0  # the last good surface, for store-without-render
+    request = outcome.request("sub-1")
+    assert request is not None and request["surfaceId"] == "~v1"
+    # later deltas are refused until a full frame arrives; the full frame heals it
+    good = [{"op": "replace", "path": "/surface/title", "value": "ok"}]
+    view, outcome = receive(view, _delta(good, (EVT_9, 0), "evt_11", 2), rules())
+    assert isinstance(outcome, ResyncNeeded) and "stale" in outcome.reason
+    view, outcome = receive(view, _full(FULL_SURFACE_V0, "evt_12", 3), rules())
+    assert isinstance(outcome, Delivered) and outcome.surface.renderable
+
+
+def test_subscriber_full_frame_out_of_catalog_is_refused() -> None:
+    bad = copy.deepcopy(FULL_SURFACE_V0)
+    bad["surface"]["components"].append({"component": "iframe", "src": "x"})
+    view, outcome = receive(SubscriberView(), _full(bad), rules())
+    assert isinstance(outcome, ResyncNeeded) and view.get(RUN, "~v1") is None
+
+
+def test_subscriber_sequence_gap_needs_resync() -> None:
+    view, _ = receive(SubscriberView(), _full(FULL_SURFACE_V0), rules())
+    patch = [{"op": "replace", "path": "/surface/title", "value": "x"}]
+    _, outcome = receive(view, _delta(patch, ("evt_8", 0), "evt_10", 2), rules())
+    assert isinstance(outcome, ResyncNeeded) and "gap" in outcome.reason
+    _, outcome = receive(SubscriberView(), _delta(patch, (EVT_9, 0), "evt_10", 1), rules())
+    assert isinstance(outcome, ResyncNeeded) and "base" in outcome.reason
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"not json",
+        b"[1]",
+        {"kind": "what"},
+        {**_full(FULL_SURFACE_V0), "trust": "maybe"},
+        {**_full(FULL_SURFACE_V0), "sequence": True},
+        {**_delta([], (EVT_9, 0), "e", 1)},
+    ],
+)
+def test_subscriber_never_raises_on_garbage(frame: Any) -> None:
+    view, outcome = receive(SubscriberView(), frame, rules())
+    assert isinstance(outcome, ResyncNeeded)
+
+
+def test_subscriber_trust_is_monotone() -> None:
+    view, _ = receive(SubscriberView(), _full(FULL_SURFACE_V0, trust="untrusted"), rules())
+    patch = [{"op": "replace", "path": "/surface/title", "value": "x"}]
+    view, outcome = receive(view, _delta(patch, (EVT_9, 0), "evt_10", 1), rules())
+    assert isinstance(outcome, Delivered)
+    assert outcome.surface.trust == "untrusted" and not outcome.surface.actions_enabled
+
+
+def test_subscriber_v2_profile_is_enforced() -> None:
+    d = Pair()
+    d.step(event(0, v2("s", create("s"), components("s", column("root", "t"), text("t")))))
+    held = d.full_view.get(RUN, "s")
+    assert held is not None and held.renderable
+    bad = {"id": "i", "component": "Image", "url": "https://evil.example/x.png"}
+    frame = _v2_delta([{"op": "add", "path": "/components/i", "value": bad}], held)
+    view, outcome = receive(d.delta_view, frame, rules())
+    assert isinstance(outcome, ResyncNeeded) and "Image" in outcome.reason
+    mismatched = _v2_delta([{"op": "add", "path": "/components/x", "value": text("y")}], held)
+    _, outcome = receive(d.delta_view, mismatched, rules())
+    assert isinstance(outcome, ResyncNeeded)
+
+
+def _v2_delta(patch: Any, held: Any) -> dict[str, Any]:
+    return {
+        "kind": "delta",
+        "runId": RUN,
+        "surfaceId": "s",
+        "version": 2,
+        "surfaceRef": "evt-next-0000001",
+        "catalogId": held.catalog,
+        "baseRef": held.surface_ref,
+        "baseSequence": held.sequence,
+        "sequence": held.sequence + 1,
+        "trust": "trusted",
+        "renderable": True,
+        "actionsEnabled": True,
+        "partial": False,
+        "deleted": False,
+        "patch": patch,
+    }
+
+
+# --- THE property ---------------------------------------------------------------------------------
+
+
+class Pair:
+    """A projector and two subscribers (full, delta) connected without a broker."""
+
+    def __init__(self, full_every: int = 1000) -> None:
+        self.state = Projection()
+        self.full = Subscription("full")
+        self.delta = Subscription("delta", delta=True, full_every=full_every)
+        self.subs = (self.full, self.delta)
+        self.cursors: dict[tuple[str, Any], SubscriberCursor] = {}
+        self.full_view = SubscriberView()
+        self.delta_view = SubscriberView()
+        self.kinds: list[str] = []
+
+    def step(self, ev: dict[str, Any]) -> Any:
+        self.state, changes = project(self.state, ev)
+        for change in changes:
+            # a cursor is per (subscriber, surface)
+            subs = [(s, self.cursors.get((s.subscriber_id, change.key))) for s in self.subs]
+            result = plan(change, subs)
+            self.cursors.update({(sid, change.key): c for sid, c in result.cursors.items()})
+            for send in result.sends:
+                self.kinds.append(send.kind)
+                if send.subscriber_id == "full":
+                    self.full_view, got = receive(self.full_view, send.frame, rules())
+                else:
+                    self.delta_view, got = receive(self.delta_view, send.frame, rules())
+                assert isinstance(got, Delivered), (send, got)
+            key = change.key
+            full = self.full_view.get(*key)
+            delta = self.delta_view.get(*key)
+            assert full is not None and delta is not None
+            assert json_equal(delta.content, full.content)
+            assert json_equal(full.content, change.new.content)
+            assert (delta.trust, delta.deleted, delta.renderable, delta.actions_enabled) == (
+                full.trust,
+                full.deleted,
+                full.renderable,
+                full.actions_enabled,
+            )
+            assert full.trust == change.new.trust
+            return full.content
+        return None
+
+
+def run_pair(events: list[dict[str, Any]], full_every: int = 1000) -> Any:
+    pair = Pair(full_every)
+    last = None
+    for ev in events:
+        last = pair.step(ev)
+    return last
+
+
+TEXTS = st.text(alphabet="ab/~ 0é", max_size=6)
+KEYS = st.sampled_from(["a", "b", "a/b", "~", "~0", "~1", "/", "", "0", "1", "x y"])
+VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 3), TEXTS),
+    lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(KEYS, c, max_size=3)),
+    max_leaves=8,
+)
+IDS = st.sampled_from(["root", "a", "b", "c.d", "e_f", "g-h"])
+
+
+@st.composite
+def v2_component(draw: st.DrawFn) -> dict[str, Any]:
+    cid = draw(IDS)
+    kind = draw(st.sampled_from(["Text", "Column", "Row", "Divider", "CheckBox", "TextField"]))
+    if kind == "Text":
+        return {"id": cid, "component": "Text", "text": draw(TEXTS)}
+    if kind in ("Column", "Row"):
+        return {"id": cid, "component": kind, "children": draw(st.lists(IDS, max_size=4))}
+    if kind == "Divider":
+        return {"id": cid, "component": "Divider"}
+    if kind == "CheckBox":
+        return {
+            "id": cid,
+            "component": "CheckBox",
+            "label": draw(TEXTS),
+            "value": draw(st.booleans()),
+        }
+    field: dict[str, Any] = {"id": cid, "component": "TextField", "label": draw(TEXTS)}
+    if draw(st.booleans()):
+        field["value"] = {"path": "/" + draw(st.sampled_from(["a", "a~1b", "n/0"]))}
+    return field
+
+
+DATA_PATHS = st.one_of(
+    st.none(),
+    st.just("/"),
+    st.lists(
+        st.sampled_from(["a", "b", "0", "1", "a~1b", "~0", "-", "x"]), min_size=1, max_size=3
+    ).map(lambda ts: "/" + "/".join(ts)),
+)
+
+
+@st.composite
+def v2_evolution(draw: st.DrawFn) -> list[dict[str, Any]]:
+    sids = ["s1", "s2"]
+    live = {sid: False for sid in sids}
+    events = []
+    for seq in range(draw(st.integers(1, 12))):
+        sid = draw(st.sampled_from(sids))
+        messages: list[dict[str, Any]] = []
+        if not live[sid]:
+            messages.append(create(sid))
+            live[sid] = True
+        for _ in range(draw(st.integers(0 if messages else 1, 3))):
+            what = draw(st.sampled_from(["components", "components", "data", "data", "delete"]))
+            if what == "components":
+                messages.append(
+                    components(sid, *draw(st.lists(v2_component(), min_size=1, max_size=4)))
+                )
+            elif what == "data":
+                body: dict[str, Any] = {}
+                path = draw(DATA_PATHS)
+                if path is not None:
+                    body["path"] = path
+                if draw(st.integers(0, 3)):
+                    body["value"] = draw(VALUES)
+                messages.append(data(sid, **body))
+            else:
+                messages.append(delete(sid))
+                break
+        if messages[-1].get("deleteSurface") is not None:
+            live[sid] = False
+        trust = draw(st.sampled_from(["trusted", "trusted", "untrusted"]))
+        partial = draw(st.sampled_from([None, None, {"isPartial": True, "index": 0, "total": -1}]))
+        events.append(event(seq, v2(sid, *messages), trust=trust, partial=partial))
+    return events
+
+
+V1_COMPONENTS = st.one_of(
+    st.builds(lambda t: {"component": "text", "text": t}, TEXTS),
+    st.builds(
+        lambda t, lv: {"component": "heading", "text": t, "level": lv}, TEXTS, st.integers(1, 6)
+    ),
+    st.builds(
+        lambda i, lab, r: {"component": "field.text", "id": i, "label": lab, "required": r},
+        st.sampled_from(["n", "a/b", "~x"]),
+        TEXTS,
+        st.booleans(),
+    ),
+    st.builds(
+        lambda lab, opts: {"component": "field.select", "id": "s", "label": lab, "options": opts},
+        TEXTS,
+        st.lists(st.builds(lambda v: {"value": v, "label": v}, TEXTS), min_size=1, max_size=3),
+    ),
+    st.builds(
+        lambda lab, tgt: {
+            "component": "action.button",
+            "id": "go",
+            "label": lab,
+            "action": {"target": tgt},
+        },
+        TEXTS,
+        st.sampled_from(["resume", "exchange"]),
+    ),
+)
+
+
+@st.composite
+def v1_payload(draw: st.DrawFn) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if draw(st.booleans()):
+        body["reasoning"] = draw(TEXTS)
+    body["catalogVersion"] = "0.9.1"
+    surface: dict[str, Any] = {}
+    if draw(st.booleans()):
+        surface["title"] = draw(TEXTS)
+    surface["components"] = draw(st.lists(V1_COMPONENTS, max_size=6))
+    body["surface"] = surface
+    return body
+
+
+@st.composite
+def v1_evolution(draw: st.DrawFn) -> list[dict[str, Any]]:
+    first = draw(v1_payload())
+    events = [event(0, first)]
+    current = first
+    for seq in range(1, draw(st.integers(1, 10))):
+        if draw(st.booleans()):  # an edit of the current surface (the common case)
+            nxt = copy.deepcopy(current)
+            comps = nxt["surface"]["components"]
+            edit = draw(st.sampled_from(["leaf", "insert", "remove", "title"]))
+            if edit == "leaf" and comps:
+                comps[draw(st.integers(0, len(comps) - 1))]["text"] = draw(TEXTS)
+                comps[:] = [
+                    c for c in comps if c["component"] in ("text", "heading") or "text" not in c
+                ]
+            elif edit == "insert":
+                comps.insert(draw(st.integers(0, len(comps))), draw(V1_COMPONENTS))
+            elif edit == "remove" and comps:
+                del comps[draw(st.integers(0, len(comps) - 1))]
+            elif "title" in nxt["surface"]:
+                del nxt["surface"]["title"]
+            else:
+                nxt["surface"]["title"] = draw(TEXTS)
+        else:
+            nxt = draw(v1_payload())
+        trust = draw(st.sampled_from(["trusted", "trusted", "untrusted"]))
+        events.append(event(seq, nxt, trust=trust))
+        current = nxt
+    return events
+
+
+_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_SETTINGS
+@given(v2_evolution(), st.integers(1, 6))
+def test_subscriber_property_v2_delta_reconstruction_equals_full(
+    events: list[dict[str, Any]], full_every: int
+) -> None:
+    run_pair(events, full_every)
+
+
+@_SETTINGS
+@given(v1_evolution(), st.integers(1, 6))
+def test_subscriber_property_v1_delta_reconstruction_equals_full(
+    events: list[dict[str, Any]], full_every: int
+) -> None:
+    run_pair(events, full_every)
+
+
+def test_subscriber_property_sends_deltas_at_all() -> None:
+    """Guard against a vacuous property: an ordinary evolution really uses delta frames."""
+    pair = Pair()
+    pair.step(event(0, v2("s", create("s"), components("s", column("root", "t"), text("t")))))
+    for i in range(1, 6):
+        pair.step(
+            event(i, v2("s", components("s", text("t", f"v{i}")), data("s", path="/n", value=i)))
+        )
+    assert pair.kinds.count("delta") == 5
