@@ -16,13 +16,15 @@ The applier raises ``PatchError`` (a ``ValueError``) for every invalid patch: a 
 over untrusted input that signals "this frame is unusable"; the subscriber turns it into a
 ``ResyncNeeded`` value (STYLE rule 3: the exception never crosses the core's API as a crash).
 
-May import: the standard library only.
+May import: the standard library and orjson.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+
+import orjson
 
 __all__ = [
     "PatchError",
@@ -109,8 +111,62 @@ def _index(token: str, length: int, *, allow_end: bool, path: str) -> int:
 
 
 def json_equal(a: Any, b: Any) -> bool:
-    """JSON equality, strict on types (``True != 1``, ``1 != 1.0``), objects unordered; the
-    same object is equal to itself without a walk (structural sharing)."""
+    """JSON equality, strict on types (``True != 1``, ``1 != 1.0``), objects unordered. The top
+    levels are walked in Python so that subtrees shared by both sides (the same object) are
+    skipped without a look; deeper subtrees are compared in C (``==``, then a strict check)."""
+    return _equal(a, b, 0)
+
+
+_WALK_DEPTH = 2  # the root and a wide container under it (components): where sharing pays off
+_SORT = orjson.OPT_SORT_KEYS
+_dumps = orjson.dumps
+
+
+def _equal(a: Any, b: Any, depth: int) -> bool:
+    if a is b:
+        return True
+    ta = type(a)
+    if ta is not type(b):
+        return False
+    if ta is dict:
+        if len(a) != len(b):
+            return False
+        if depth >= _WALK_DEPTH:
+            return _same(a, b)
+        for key, value in a.items():
+            other = b.get(key, _MISSING)
+            if value is not other and (other is _MISSING or not _equal(value, other, depth + 1)):
+                return False
+        return True
+    if ta is list:
+        if len(a) != len(b):
+            return False
+        if depth >= _WALK_DEPTH:
+            return _same(a, b)
+        return all(x is y or _equal(x, y, depth + 1) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Strict equality, done in C where possible: Python's ``==`` (which skips identical
+    objects) rules out every difference except ``True == 1`` / ``1 == 1.0``; sorted orjson
+    bytes then tell those apart. Values orjson cannot encode are walked in Python."""
+    if a is b:
+        return True
+    ta = type(a)
+    if ta is not type(b) or a != b:
+        return False
+    if ta is not dict and ta is not list:
+        return True
+    try:  # the same bytes: strictly equal; else maybe only a key-order difference
+        return orjson.dumps(a) == orjson.dumps(b) or (
+            orjson.dumps(a, option=_SORT) == orjson.dumps(b, option=_SORT)
+        )
+    except (TypeError, orjson.JSONEncodeError):
+        return _walk_equal(a, b)
+
+
+def _walk_equal(a: Any, b: Any) -> bool:
     if a is b:
         return True
     ta = type(a)
@@ -121,11 +177,11 @@ def json_equal(a: Any, b: Any) -> bool:
             return False
         for key, value in a.items():
             other = b.get(key, _MISSING)
-            if other is _MISSING or not json_equal(value, other):
+            if other is _MISSING or not _walk_equal(value, other):
                 return False
         return True
     if ta is list:
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(_walk_equal(x, y) for x, y in zip(a, b, strict=True))
     return bool(a == b)
 
 
@@ -146,6 +202,8 @@ def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
     if a is b:
         return
     ta, tb = type(a), type(b)
+    if ta is tb and (ta is dict or ta is list) and _same(a, b):
+        return  # equal subtrees are found in C, not walked
     if ta is dict and tb is dict:
         _diff_object(a, b, path, out)
     elif ta is list and tb is list:
@@ -168,19 +226,30 @@ def _diff_object(
             continue
         if old is _MISSING:
             out.append({"op": "add", "path": path + "/" + escape(key), "value": value})
-        else:
-            _diff(old, value, path + "/" + escape(key), out)
+            continue
+        kind = type(old)
+        if kind is type(value) and old == value:  # equal in C before any path is built ...
+            if kind is not dict and kind is not list:
+                continue
+            try:  # ... and strictly equal (True == 1 in Python, not in JSON)
+                if _dumps(old) == _dumps(value):
+                    continue
+            except (TypeError, orjson.JSONEncodeError):
+                pass
+            if _same(old, value):
+                continue
+        _diff(old, value, path + "/" + escape(key), out)
 
 
 def _diff_array(a: list[Any], b: list[Any], path: str, out: list[dict[str, Any]]) -> None:
     la, lb = len(a), len(b)
     shortest = min(la, lb)
     prefix = 0
-    while prefix < shortest and json_equal(a[prefix], b[prefix]):
+    while prefix < shortest and _same(a[prefix], b[prefix]):
         prefix += 1
     suffix = 0
     if la != lb:  # an insertion or a removal keeps the tail: compare from the end
-        while suffix < shortest - prefix and json_equal(a[la - 1 - suffix], b[lb - 1 - suffix]):
+        while suffix < shortest - prefix and _same(a[la - 1 - suffix], b[lb - 1 - suffix]):
             suffix += 1
     ma, mb = la - prefix - suffix, lb - prefix - suffix
     ops: list[dict[str, Any]] = []
@@ -360,4 +429,21 @@ def verified_diff(old: Any, new: Any) -> list[dict[str, Any]] | None:
         applied = apply_patch(old, patch)
     except (PatchError, RecursionError):
         return None
-    return patch if json_equal(applied, new) else None
+    return patch if _verify(applied, new) else None
+
+
+def _verify(applied: Any, new: Any) -> bool:
+    """``json_equal(applied, new)``, choosing the cheaper way: documents that share subtrees
+    (the projector's v2 surfaces) are walked, skipping shared subtrees; documents that share
+    nothing (two decoded v1 payloads) are compared as bytes first, in C."""
+    if type(applied) is dict and type(new) is dict:
+        shared = any(
+            value is applied.get(key) for key, value in new.items() if type(value) in (dict, list)
+        )
+        if not shared:
+            try:
+                if orjson.dumps(applied) == orjson.dumps(new):
+                    return True
+            except (TypeError, orjson.JSONEncodeError):
+                pass
+    return json_equal(applied, new)
