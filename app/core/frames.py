@@ -10,13 +10,15 @@ Frames (schemas/projection-frame.schema.json; docs/projection.md):
   catalogId (v2), trust, renderable, actionsEnabled, partial, deleted, surface}`` where
   ``surface`` is the materialized content (v1: the payload ``{catalogVersion, surface,
   reasoning?}``; v2: schemas/materialized-surface);
-- delta: ``{kind:"delta", runId, surfaceId, version, surfaceRef, catalogVersion | catalogId,
-  baseRef, baseSequence, sequence, trust, renderable, actionsEnabled, partial, deleted, patch}``.
+- delta: ``{kind:"delta", runId, surfaceId, version, surfaceRef, catalogVersion (v1 only),
+  baseSequence, sequence, trust, partial, actionsEnabled, patch}``.
   ``{surfaceRef, catalogVersion, patch}`` is RFC 0114's frame (v1); ``patch`` is RFC 6902 over
-  the content the subscriber holds (``baseRef``), rooted like the full frame's ``surface``, so a
-  v1 leaf is ``/surface/components/1/text`` exactly as openwop-a2ui.md §16c expects.
-  ``surfaceRef`` is the eventId of the NEW surface (what the conformance live leg filters on,
-  §10 conflict 2); the base is named by ``baseRef``/``baseSequence``.
+  the content the subscriber holds (the surface at ``baseSequence``), rooted like the full
+  frame's ``surface``, so a v1 leaf is ``/surface/components/1/text`` exactly as
+  openwop-a2ui.md §16c expects. ``surfaceRef`` is the eventId of the NEW surface (what the
+  conformance live leg filters on, §10 conflict 2); the base is named by ``baseSequence``
+  (unique within the run's gap-free log). A delta never changes the catalog nor deletes, so it
+  does not repeat ``catalogId``, ``deleted`` or ``renderable`` (the subscriber derives it).
 
 Rules (issue 5 §3), decided per subscriber in this order (the first that applies names the
 reason; a delta subscriber that gets a full frame is a counted fallback):
@@ -172,19 +174,26 @@ def full_frame(surface: Surface, content: Any | None = None) -> dict[str, Any]:
 
 
 def _delta_frame(old: Surface, new: Surface, patch: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
+    # Only what a delta can change, to keep it small (issue 5: <= 5% of the full stream): the
+    # base is named by its sequence (unique in the run's gap-free log); the catalog cannot
+    # change (a change is a full frame), so only v1 repeats it, because RFC 0114 requires it;
+    # a deleted surface is always a full frame, and the subscriber derives ``renderable``.
+    frame: dict[str, Any] = {
         "kind": "delta",
         "runId": new.key.run_id,
         "surfaceId": new.key.surface_id,
         "version": new.version,
         "surfaceRef": new.surface_ref,
-        _catalog_field(new): new.catalog,
-        "baseRef": old.surface_ref,
-        "baseSequence": old.sequence,
-        "sequence": new.sequence,
-        **_status(new),
-        "patch": patch,
     }
+    if new.version == 1:
+        frame["catalogVersion"] = new.catalog
+    frame["baseSequence"] = old.sequence
+    frame["sequence"] = new.sequence
+    frame["trust"] = new.trust
+    frame["partial"] = new.partial
+    frame["actionsEnabled"] = new.actions_enabled
+    frame["patch"] = patch
+    return frame
 
 
 def rfc0114_frame(frame: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,8 @@ Fail-closed rules (RFC 0114 "on ANY failure ... store-without-render"; openwop-a
   component definitions (the components wrapped in synthetic ``createSurface`` +
   ``updateComponents`` messages, ``PayloadRules.check_v2``), plus the container shape of
   schemas/materialized-surface and the frame's own identity and catalog fields;
-- a delta applies only to exactly the surface it names as its base (``baseRef`` and
-  ``baseSequence``): anything else is a sequence gap;
+- a delta applies only to exactly the surface it names as its base (``baseSequence``, unique
+  in the run's gap-free log): anything else is a sequence gap;
 - patches are applied by the strict applier (``app.core.patch.apply_patch``): a bad path, a
   missing node, ``test`` or a malformed op fails;
 - on any failure the last good surface is kept but marked ``stale`` (not renderable, no
@@ -206,7 +206,6 @@ _COMMON = (
     ("sequence", int),
     ("trust", str),
     ("partial", bool),
-    ("deleted", bool),
     ("actionsEnabled", bool),
 )
 
@@ -231,12 +230,17 @@ def _frame_problem(frame: Mapping[str, Any]) -> str | None:
     if frame["trust"] not in ("trusted", "untrusted"):
         return "frame trust is neither trusted nor untrusted"
     field = "catalogVersion" if frame["version"] == 1 else "catalogId"
-    if not isinstance(frame.get(field), str):
-        return f"frame field {field!r} is missing"
     if kind == "full":
+        if not isinstance(frame.get(field), str):
+            return f"frame field {field!r} is missing"
+        if not isinstance(frame.get("deleted"), bool):
+            return "frame field 'deleted' is missing or not bool"
         return None if "surface" in frame else "a full frame carries the surface"
-    if not isinstance(frame.get("baseRef"), str) or not isinstance(frame.get("baseSequence"), int):
-        return "a delta frame names its base (baseRef, baseSequence)"
+    if frame["version"] == 1 and not isinstance(frame.get("catalogVersion"), str):
+        return "a v1 delta frame carries catalogVersion (RFC 0114)"
+    base = frame.get("baseSequence")
+    if not isinstance(base, int) or isinstance(base, bool):
+        return "a delta frame names its base (baseSequence)"
     patch = frame.get("patch")
     if not isinstance(patch, list) or not patch:
         return "a delta frame carries a non-empty patch"
@@ -271,7 +275,9 @@ def receive(
     held = view.get(run_id, surface_id)
     sequence = decoded["sequence"]
     version = decoded["version"]
-    catalog = decoded["catalogVersion" if version == 1 else "catalogId"]
+    catalog = decoded.get("catalogVersion" if version == 1 else "catalogId")
+    if catalog is None and held is not None:  # a v2 delta: the catalog cannot change
+        catalog = held.catalog
 
     def fail(reason: str) -> tuple[SubscriberView, Outcome]:
         return _stale(view, held), ResyncNeeded(run_id, surface_id, reason, sequence)
@@ -283,10 +289,10 @@ def receive(
             return fail("delta without a base: no surface held")
         if held.stale:
             return fail("delta on a stale surface: awaiting a full frame")
-        if decoded["baseRef"] != held.surface_ref or decoded["baseSequence"] != held.sequence:
+        if decoded["baseSequence"] != held.sequence:
             return fail(
-                f"sequence gap: holds {held.surface_ref}@{held.sequence}, delta is based on "
-                f"{str(decoded['baseRef'])[:128]}@{decoded['baseSequence']}"
+                f"sequence gap: holds sequence {held.sequence}, the delta is based on "
+                f"{decoded['baseSequence']}"
             )
         if catalog != held.catalog or version != held.version:
             return fail("a delta cannot change the catalog (RFC 0114)")
@@ -303,7 +309,7 @@ def receive(
     trust = "untrusted" if decoded["trust"] == "untrusted" else "trusted"
     if held is not None and held.trust == "untrusted":
         trust = "untrusted"  # monotone: no frame launders a tainted surface
-    deleted = decoded["deleted"]
+    deleted = decoded.get("deleted", False)  # a delta never deletes (frames.py)
     partial = decoded["partial"]
     actions = decoded["actionsEnabled"] and trust == "trusted" and not partial and not deleted
     new = HeldSurface(

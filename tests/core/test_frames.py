@@ -110,8 +110,9 @@ def test_frames_v1_leaf_update_is_the_suite_delta() -> None:
             "value": "Confirmed — see you then.",
         }
     ]
-    assert frame["baseRef"] == d.frame(first, FULL)[2]["surfaceRef"]
-    assert frame["surfaceRef"] != frame["baseRef"] and frame["sequence"] == 1
+    assert frame["baseSequence"] == d.frame(first, FULL)[2]["sequence"] == 0
+    assert frame["surfaceRef"] != d.frame(first, FULL)[2]["surfaceRef"] and frame["sequence"] == 1
+    assert frame["catalogVersion"] == "0.9.1" and "renderable" not in frame
     if UPSTREAM_FRAME.is_file():
         upstream = Draft202012Validator(orjson.loads(UPSTREAM_FRAME.read_bytes()))
         assert upstream.is_valid(rfc0114_frame(frame))
@@ -192,7 +193,7 @@ def test_frames_v2_delta_paths_are_stable_under_upserts() -> None:
     d.emit(v2("s", create("s"), components("s", column("root", "name"), text("name", "a"))))
     _, _, frame = d.frame(d.emit(v2("s", components("s", text("name", "b")))), DELTA)
     assert frame["patch"] == [{"op": "replace", "path": "/components/name/text", "value": "b"}]
-    assert frame["catalogId"] and "catalogVersion" not in frame
+    assert "catalogId" not in frame and "catalogVersion" not in frame
     _, _, frame = d.frame(d.emit(v2("s", data("s", path="/a~1b", value=None))), DELTA)
     assert frame["patch"] == [{"op": "add", "path": "/dataModel/a~1b", "value": None}]
 

@@ -109,6 +109,8 @@ def _full(content: Any, ref: str = EVT_9, sequence: int = 0, **status: Any) -> d
 
 
 def _delta(patch: Any, base: tuple[str, int], ref: str, sequence: int, **status: Any) -> dict:
+    """A v1 delta frame (``base``: the held surfaceRef, for reading; the frame names its
+    base by sequence)."""
     frame = {
         "kind": "delta",
         "runId": RUN,
@@ -116,14 +118,11 @@ def _delta(patch: Any, base: tuple[str, int], ref: str, sequence: int, **status:
         "version": 1,
         "surfaceRef": ref,
         "catalogVersion": "0.9.1",
-        "baseRef": base[0],
         "baseSequence": base[1],
         "sequence": sequence,
         "trust": "trusted",
-        "renderable": True,
-        "actionsEnabled": True,
         "partial": False,
-        "deleted": False,
+        "actionsEnabled": True,
         "patch": patch,
     }
     frame.update(status)
@@ -222,7 +221,7 @@ def test_subscriber_full_frame_out_of_catalog_is_refused() -> None:
 def test_subscriber_sequence_gap_needs_resync() -> None:
     view, _ = receive(SubscriberView(), _full(FULL_SURFACE_V0), rules())
     patch = [{"op": "replace", "path": "/surface/title", "value": "x"}]
-    _, outcome = receive(view, _delta(patch, ("evt_8", 0), "evt_10", 2), rules())
+    _, outcome = receive(view, _delta(patch, ("evt_8", 7), "evt_10", 8), rules())
     assert isinstance(outcome, ResyncNeeded) and "gap" in outcome.reason
     _, outcome = receive(SubscriberView(), _delta(patch, (EVT_9, 0), "evt_10", 1), rules())
     assert isinstance(outcome, ResyncNeeded) and "base" in outcome.reason
@@ -273,15 +272,11 @@ def _v2_delta(patch: Any, held: Any) -> dict[str, Any]:
         "surfaceId": "s",
         "version": 2,
         "surfaceRef": "evt-next-0000001",
-        "catalogId": held.catalog,
-        "baseRef": held.surface_ref,
         "baseSequence": held.sequence,
         "sequence": held.sequence + 1,
         "trust": "trusted",
-        "renderable": True,
-        "actionsEnabled": True,
         "partial": False,
-        "deleted": False,
+        "actionsEnabled": True,
         "patch": patch,
     }
 
