@@ -275,8 +275,9 @@ def receive(
     held = view.get(run_id, surface_id)
     sequence = decoded["sequence"]
     version = decoded["version"]
-    catalog = decoded.get("catalogVersion" if version == 1 else "catalogId")
-    if catalog is None and held is not None:  # a v2 delta: the catalog cannot change
+    # a v2 delta does not repeat the catalog: it cannot change without a full frame
+    catalog = str(decoded.get("catalogVersion" if version == 1 else "catalogId", ""))
+    if not catalog and held is not None:
         catalog = held.catalog
 
     def fail(reason: str) -> tuple[SubscriberView, Outcome]:
