@@ -45,10 +45,11 @@ def dead_letter(
     run_id: str | None,
     correlation_id: str | None,
     secrets: Secrets = (),
+    keep_bytes: bool = True,
 ) -> dict[str, Any]:
     raw = original or b""
-    kept = raw
-    if secrets:
+    kept = raw if keep_bytes else b""
+    if secrets and kept:
         kept = redact_bytes(raw, secrets)
         # JSON escapes can spell a secret in other ways (\u0041...): the decoded text is also
         # checked, and if a secret survives in it the bytes are not kept at all.

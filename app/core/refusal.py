@@ -32,6 +32,8 @@ HTTP_STATUS: Mapping[str, int] = {
     "record_key_mismatch": 400,
     "record_too_large": 413,
     "record_limit_exceeded": 422,
+    # The broker would not take the outcome (e.g. over the topic's size limit): ours to fix.
+    "record_unrecordable": 500,
 }
 CODES: frozenset[str] = frozenset(HTTP_STATUS)
 

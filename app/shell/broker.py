@@ -50,7 +50,7 @@ __all__ = [
 KAFKA_VERSION = "3.9.1"
 APACHE_KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FEATURES = ("compaction", "transactions", "durability")
+FEATURES = ("compaction", "transactions", "durability", "topic_configs")
 BROKER_CHOICES = ("auto", "external", "docker", "kafka", "tansu")
 
 
@@ -61,6 +61,8 @@ class BrokerFeatures:
     compaction: bool
     transactions: bool
     durability: bool
+    # Topic configs are described (config drift) and enforced (e.g. max.message.bytes).
+    topic_configs: bool = True
 
     def has(self, feature: str) -> bool:
         if feature not in FEATURES:
@@ -72,7 +74,9 @@ class BrokerFeatures:
 
 
 APACHE_FEATURES = BrokerFeatures(compaction=True, transactions=True, durability=True)
-TANSU_FEATURES = BrokerFeatures(compaction=False, transactions=False, durability=False)
+TANSU_FEATURES = BrokerFeatures(
+    compaction=False, transactions=False, durability=False, topic_configs=False
+)
 
 
 @dataclass
@@ -165,7 +169,10 @@ def _external(bootstrap: str, say: Callable[[str], None]) -> Broker:
     # keeps its log; tansu is the one Kafka-wire broker here that does none of the three.
     features = APACHE_FEATURES if transactions else TANSU_FEATURES
     # We did not start it, so we cannot restart it: durability is the cluster's, not testable.
-    features = BrokerFeatures(features.compaction, features.transactions, durability=False)
+    features = BrokerFeatures(
+        features.compaction, features.transactions, durability=False,
+        topic_configs=features.topic_configs,
+    )
     say(f"broker: using KAFKA_BOOTSTRAP={bootstrap}")
     return Broker("external", bootstrap, features, "external Kafka (KAFKA_BOOTSTRAP)")
 

@@ -39,6 +39,8 @@ from app.core.keys import run_of_log_key
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.run_state import RunState
+from app.core.dead_letter import dead_letter
+from app.core.refusal import Violation
 from app.core.validator import Append, Duplicate, Reject, SourceRecord, validate
 from app.shell.kafka_io import read_topic
 from app.shell.metrics import Metrics
@@ -48,6 +50,7 @@ __all__ = ["SOURCE_HEADER", "ValidatorConfig", "ValidatorLoop", "now_rfc3339"]
 log = logging.getLogger("a2ui_stream.validator")
 
 SOURCE_HEADER = "a2ui-source"
+ISOLATE_AFTER_FAILURES = 3
 
 
 def now_rfc3339() -> str:
@@ -217,16 +220,63 @@ class ValidatorLoop:
         # on a 20k-record run). Collect young objects far less often.
         gc.set_threshold(100_000, 50, 50)
         self.ready.set()
+        failures = 0
         while not stopping.is_set():
             batch = await self._gather_batch()
             if not batch:
                 continue
             async with self.lock:
                 try:
-                    await self._process(batch)
-                except Exception:
-                    log.exception("validator: batch failed; rewinding to the committed offsets")
+                    if failures >= ISOLATE_AFTER_FAILURES:
+                        await self._process_isolated(batch)
+                    else:
+                        await self._process(batch)
+                    failures = 0
+                except Exception as exc:
+                    failures += 1
+                    # The type only: an exception's text may quote a producer's payload.
+                    log.error("validator: batch failed (%s, %d in a row); rewinding to the "
+                              "committed offsets", type(exc).__name__, failures)
                     await self._rewind()
+
+    async def _process_isolated(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        """After repeated failures: one record per transaction, so one record the broker will
+        not take (e.g. a recorded event over the topic's size limit) cannot stall its
+        partition. Such a record becomes a ``record_unrecordable`` dead letter that keeps the
+        digest and size of its bytes but not the bytes (they are what could not be written)."""
+        for tp, records in batch.items():
+            for record in records:
+                try:
+                    await self._process({tp: [record]})
+                except Exception as exc:
+                    log.error("validator: record %d:%d cannot be recorded (%s); dead-lettering "
+                              "it without its bytes", tp.partition, record.offset,
+                              type(exc).__name__)
+                    await self._abort_quietly()
+                    await self._dead_letter_unrecordable(tp, record, type(exc).__name__)
+
+    async def _abort_quietly(self) -> None:
+        if self.transactional and self.producer is not None:
+            with contextlib.suppress(Exception):
+                await self.producer.stop()
+            self.producer = await self._start_producer()
+
+    async def _dead_letter_unrecordable(self, tp: TopicPartition, record: Any,
+                                        error: str) -> None:
+        assert self.producer is not None
+        letter = dead_letter(
+            Violation("record_unrecordable", "record-write", "",
+                      f"the outcome of this record could not be written to Kafka ({error}); "
+                      "its bytes are not kept, their sha256 and size are",
+                      {"error": error}),
+            record.value, topic=tp.topic, partition=tp.partition, offset=record.offset,
+            now=now_rfc3339(), run_id=None, correlation_id=None, keep_bytes=False,
+        )
+        send = (self.config.deadletter_topic, tp.partition, record.key, orjson.dumps(letter),
+                [(SOURCE_HEADER, f"{tp.partition}:{record.offset}".encode())])
+        await self._send_and_commit([send], {tp: record.offset + 1})
+        self.metrics.count("refused", "record_unrecordable")
+        self.positions[tp.partition] = record.offset + 1
 
     async def _gather_batch(self) -> dict[TopicPartition, list[Any]]:
         """Up to ``max_batch`` records, collected for at most ``batch_ms``. One transaction (or
@@ -315,9 +365,13 @@ class ValidatorLoop:
         assert self.consumer is not None and self.producer is not None
         if self.transactional:
             async with self.producer.transaction():
-                futures = await self._send_batches(sends)
+                # Wait for every append INSIDE the transaction, before the offsets join it:
+                # measured with aiokafka 0.14, a batch the broker refuses (e.g.
+                # MessageSizeTooLarge) fails only its own future while commit_transaction still
+                # commits the offsets, which would lose that record's outcome. An exception
+                # here aborts the transaction instead.
+                await asyncio.gather(*await self._send_batches(sends))
                 await self.producer.send_offsets_to_transaction(offsets, self.config.group_id)
-            await asyncio.gather(*futures)
             return
         await asyncio.gather(*await self._send_batches(sends))
         await self.consumer.commit(offsets)

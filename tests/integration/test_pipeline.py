@@ -221,3 +221,41 @@ async def test_an_oversize_record_is_refused_before_parsing_with_its_bytes_kept(
     assert letter["original"]["sha256"] == hashlib.sha256(huge).hexdigest()
     assert base64.b64decode(letter["original"]["base64"]) == huge
     assert [e["causationId"] for e in observed.events] == [small["envelope"]["correlationId"]]
+
+
+@pytest.mark.needs_topic_configs
+async def test_a_record_the_log_will_not_take_is_dead_lettered_and_does_not_stall(
+    broker: Broker, settings: Settings, tmp_path: Path
+) -> None:
+    from dataclasses import replace as _replace
+
+    from app.shell.topics_admin import ensure_topics
+
+    # A log topic that takes at most 20 kB per record: a valid 60 kB envelope is admitted by
+    # the core but its recorded event cannot be written. It must not block the records after it.
+    specs = [
+        _replace(s, config={**s.config, "max.message.bytes": "20000"}) if s.id == "log" else s
+        for s in desired_for(settings)
+    ]
+    await ensure_topics(broker.bootstrap, specs)
+    run = "run-unrecordable"
+    big = envelope(run, 0, [create("s"), {"version": "v0.9", "updateComponents": {
+        "surfaceId": "s", "components": [
+            {"id": f"t{i}", "component": "Text", "text": "x" * 4000} for i in range(15)]}}], "s")
+    after = envelope(run, 1, [create("s2")], "s2")
+    records = [Published(run, run.encode(), orjson.dumps(r), r["envelope"]["correlationId"])
+               for r in (big, after)]
+    worker = WorkerProcess(broker, settings, "w1", tmp_path)
+    worker.start()
+    try:
+        await publish(broker.bootstrap, _admission(settings), records)
+        observed = await wait_for_outcomes(broker, settings, 2, timeout=180, workers=[worker])
+    finally:
+        worker.stop()
+    [letter] = observed.dead_letters
+    assert letter["code"] == "record_unrecordable"
+    assert letter["original"]["size"] == len(records[0].value)
+    assert letter["original"]["base64"] == ""
+    # The next record of the run was still admitted, at sequence 0 (nothing was recorded before).
+    assert [(e["causationId"], e["sequence"]) for e in observed.events] == [
+        (after["envelope"]["correlationId"], 0)]

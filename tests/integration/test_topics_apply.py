@@ -54,9 +54,8 @@ def test_apply_reports_partition_drift_with_nonzero_exit(broker: Broker, setting
     assert again.returncode == 0, again.stdout
 
 
-@pytest.mark.needs_compaction
+@pytest.mark.needs_topic_configs
 def test_apply_reports_config_drift(broker: Broker, settings: Settings) -> None:
-    # Only a broker that describes topic configs can report config drift (Apache Kafka).
     spec = next(s for s in desired_for(settings) if s.id == "log")
     wrong = replace(spec, config={**spec.config, "cleanup.policy": "delete"})
     asyncio.run(ensure_topics(broker.bootstrap, [wrong]))

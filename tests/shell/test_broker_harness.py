@@ -15,7 +15,7 @@ def test_explicit_tansu_reports_its_missing_features_and_is_not_a_fallback() -> 
     try:
         assert broker.kind == "tansu"
         assert broker.features == BrokerFeatures(compaction=False, transactions=False,
-                                                 durability=False)
+                                                 durability=False, topic_configs=False)
         assert "compaction=no" in broker.summary()
         with pytest.raises(OperatorError, match="cannot be restarted"):
             broker.restart()
