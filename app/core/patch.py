@@ -21,6 +21,7 @@ May import: the standard library and orjson.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -194,16 +195,14 @@ def diff(old: Any, new: Any) -> list[dict[str, Any]]:
     are optional for a consumer). ``[]`` when they are equal. Op values share ``new``'s
     subtrees: treat the patch as read-only."""
     out: list[dict[str, Any]] = []
-    _diff(old, new, "", out)
+    if not _same(old, new):
+        _diff(old, new, "", out)
     return out
 
 
 def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
-    if a is b:
-        return
+    # callers have ruled out equality already (in C, before building the path)
     ta, tb = type(a), type(b)
-    if ta is tb and (ta is dict or ta is list) and _same(a, b):
-        return  # equal subtrees are found in C, not walked
     if ta is dict and tb is dict:
         _diff_object(a, b, path, out)
     elif ta is list and tb is list:
@@ -241,20 +240,32 @@ def _diff_object(
         _diff(old, value, path + "/" + escape(key), out)
 
 
+def _run(a: list[Any], b: list[Any], limit: int) -> int:
+    """How many leading elements of ``a`` and ``b`` (at most ``limit``) are strictly equal:
+    ``==`` element by element in C, then one strict check of the whole run."""
+    flags = list(map(operator.eq, a[:limit], b[:limit]))
+    try:
+        count = flags.index(False)
+    except ValueError:
+        count = len(flags)
+    if count and not _same(a[:count], b[:count]):  # a True == 1 inside: go one by one
+        count = 0
+        while count < limit and _same(a[count], b[count]):
+            count += 1
+    return count
+
+
 def _diff_array(a: list[Any], b: list[Any], path: str, out: list[dict[str, Any]]) -> None:
     la, lb = len(a), len(b)
     shortest = min(la, lb)
-    prefix = 0
-    while prefix < shortest and _same(a[prefix], b[prefix]):
-        prefix += 1
-    suffix = 0
-    if la != lb:  # an insertion or a removal keeps the tail: compare from the end
-        while suffix < shortest - prefix and _same(a[la - 1 - suffix], b[lb - 1 - suffix]):
-            suffix += 1
+    prefix = _run(a, b, shortest)
+    # the equal tail (after an insertion or a removal too): only the middle is diffed
+    suffix = _run(a[::-1], b[::-1], shortest - prefix) if prefix < shortest else 0
     ma, mb = la - prefix - suffix, lb - prefix - suffix
     ops: list[dict[str, Any]] = []
-    for i in range(min(ma, mb)):
-        _diff(a[prefix + i], b[prefix + i], f"{path}/{prefix + i}", ops)
+    for i in range(prefix, prefix + min(ma, mb)):
+        if not _same(a[i], b[i]):
+            _diff(a[i], b[i], f"{path}/{i}", ops)
     if mb > ma:  # RFC 6902 §4.1: add at index i <= len inserts; ascending keeps indices right
         for i in range(prefix + ma, prefix + mb):
             ops.append({"op": "add", "path": f"{path}/{i}", "value": b[i]})
