@@ -25,7 +25,11 @@ _COMMAND_MODULES = (
     "app.shell.commands_publish",  # publish
     "app.shell.commands_ops",  # deadletter, runs, log
 )
-_BENCH_MODULES = ("app.shell.bench_admission", "app.shell.bench_pipeline")
+_BENCH_MODULES = (
+    "app.shell.bench_admission",
+    "app.shell.bench_pipeline",
+    "app.shell.bench_projection",
+)
 
 _DESCRIPTION = """\
 a2ui-stream: a Kafka host for agent-generated UI (OpenWOP ui.a2ui-surface envelopes).
