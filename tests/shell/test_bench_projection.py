@@ -1,0 +1,38 @@
+"""``a2ui-stream bench projection``: its options, and its parts on small inputs (the figures
+themselves are for people, never asserted)."""
+
+from __future__ import annotations
+
+import argparse
+
+import jsonpatch
+
+from app.core.payload_rules import PayloadRules
+from app.shell import bench_projection as bench
+from app.shell.schema_files import load_schema_documents
+
+
+def test_bench_projection_registers_its_options() -> None:
+    parser = argparse.ArgumentParser()
+    bench.register(parser.add_subparsers())
+    args = parser.parse_args(["projection", "--json", "--updates", "7"])
+    assert args.json is True and args.updates == 7 and args.func is bench.run
+
+
+def test_bench_projection_parts_on_small_inputs() -> None:
+    rules = PayloadRules.from_documents(load_schema_documents())
+    v2 = bench._changes(bench.v2_events(12, rules))
+    v1 = bench._changes(bench.v1_events(12, rules))
+    for changes in (v2, v1):
+        figures = bench.measure_bytes(changes)
+        assert figures["updates"] == 12 and figures["delta_frames"] == 12
+        assert figures["delta_stream_bytes"] < figures["full_stream_bytes"]
+    pairs = [(c.old.content, c.new.content) for c in v1 if c.old is not None]
+    pairs += bench.random_pairs(200)
+    bad = bench._invalid(pairs, bench.verified_diff, jsonpatch)
+    assert bad == {"jsonpatch_apply": 0, "ours_apply": 0, "unverified": 0}
+    rows = bench.measure_fanout(v2)
+    assert {(r["subscribers"], r["mode"]) for r in rows} == {
+        (n, m) for n in bench.FANOUT for m in ("delta", "full")
+    }
+    assert all(r["frames"] == [r["mode"]] for r in rows)
