@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "app.shell.commands_runtime",  # up, worker, broker, topics, config
     "app.shell.check_command",  # check
     "app.shell.commands_publish",  # publish
+    "app.shell.commands_subscribe",  # subscribe, unsubscribe
     "app.shell.commands_ops",  # deadletter, runs, log
 )
 _BENCH_MODULES = (

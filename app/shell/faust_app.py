@@ -23,6 +23,7 @@ from app.shell.metrics import Metrics
 from app.shell.schema_files import load_schema_documents
 from app.shell.settings import Settings
 from app.shell.topics_admin import desired_for
+from app.shell.projector_loop import ProjectorConfig, ProjectorLoop
 from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
 
 __all__ = ["StreamTopics", "create_app", "policy_from"]
@@ -107,6 +108,20 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         metrics,
     )
     metrics.lag = validator.lag
+    projector = ProjectorLoop(
+        ProjectorConfig(
+            bootstrap=bootstrap,
+            log_topic=specs["log"].name,
+            subscriptions_topic=specs["subscriptions"].name,
+            resync_topic=specs["resync"].name,
+            topic_prefix=settings.topic_prefix,
+            replication=settings.replication,
+            group_id=f"{settings.app_id}-projector",
+            fast_groups=settings.fast_groups,
+        ),
+        policy_from(settings),
+    )
+    metrics.extra.append(projector.render_metrics)
 
     @app.service
     class ValidatorService(mode.Service):
@@ -123,6 +138,22 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         async def on_stop(self) -> None:
             self._stopping.set()
             await validator.stop()
+
+    @app.service
+    class ProjectorService(mode.Service):
+        """Runs the projector loop for the life of the worker."""
+
+        async def on_start(self) -> None:
+            self._stopping = asyncio.Event()
+            await projector.start()
+
+        @mode.Service.task
+        async def _project(self) -> None:
+            await projector.run(self._stopping)
+
+        async def on_stop(self) -> None:
+            self._stopping.set()
+            await projector.stop()
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:

@@ -17,6 +17,8 @@ class Metrics:
         self.outcomes: Counter[str] = Counter()
         self.refused_by_code: Counter[str] = Counter()
         self.lag: Callable[[], Mapping[int, int]] = dict
+        # Other loops' lines (the projector's frames and fallbacks), rendered after ours.
+        self.extra: list[Callable[[], list[str]]] = []
 
     def count(self, outcome: str, code: str | None = None) -> None:
         self.outcomes[outcome] += 1
@@ -50,4 +52,6 @@ class Metrics:
             f'a2ui_consumer_lag{{topic="admission",partition="{p}"}} {n}'
             for p, n in sorted(self.lag().items())
         ]
+        for more in self.extra:
+            lines += more()
         return "\n".join(lines) + "\n"

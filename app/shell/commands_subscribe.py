@@ -1,0 +1,109 @@
+"""``a2ui-stream subscribe`` and ``unsubscribe``: register a subscriber and tail its surfaces.
+
+Shell module. ``subscribe`` prints one JSON line per validated surface it receives (the run,
+the surface, its sequence, trust, whether it may render and act, and the surface itself), and
+says on stderr when it asked for a resync. Ctrl-C stops it; the registration stays until
+``unsubscribe`` (or use ``--once`` semantics by passing ``--unsubscribe-on-exit``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import signal
+import sys
+import uuid
+from typing import Any
+
+import orjson
+
+from app.shell.commands_runtime import _bootstrap
+from app.shell.errors import OperatorError
+from app.shell.settings import load_settings
+from app.shell.subscriber_client import SubscriberClient
+
+__all__ = ["add_parser"]
+
+_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+def add_parser(sub: Any) -> None:
+    subscribe = sub.add_parser(
+        "subscribe",
+        help="register a subscriber and print its validated surfaces (JSON Lines)",
+        description=(
+            "Register a subscriber for one or more runs (or every run), then tail its topic: "
+            "each full frame or RFC 6902 delta is applied, re-validated, and printed as one JSON "
+            "line. A frame that fails is never printed: a resync is requested instead."
+        ),
+    )
+    subscribe.add_argument("--run", action="append", dest="runs", metavar="RUN",
+                           help="a runId to follow (repeatable); default: every run")
+    subscribe.add_argument("--delta", action="store_true", help="receive RFC 6902 delta frames")
+    subscribe.add_argument("--full-every", type=int, default=50, metavar="N",
+                           help="force a full frame after N deltas (default 50)")
+    subscribe.add_argument("--id", help="subscriberId (default: a new random one)")
+    subscribe.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP")
+    subscribe.add_argument("--unsubscribe-on-exit", action="store_true",
+                           help="remove the registration when stopped")
+    subscribe.set_defaults(func=_run_subscribe)
+
+    unsubscribe = sub.add_parser("unsubscribe", help="remove a subscriber's registration",
+                                 description="Write a tombstone for the subscriberId.")
+    unsubscribe.add_argument("id", help="the subscriberId")
+    unsubscribe.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP")
+    unsubscribe.set_defaults(func=_run_unsubscribe)
+
+
+def _subscriber_id(raw: str | None) -> str:
+    sid = raw or f"cli-{uuid.uuid4().hex[:12]}"
+    if not _ID.match(sid):
+        raise OperatorError(f"--id {sid!r} must match ^[A-Za-z0-9._-]{{1,128}}$")
+    return sid
+
+
+def _run_subscribe(args: argparse.Namespace) -> int:
+    if not 1 <= args.full_every <= 100_000:
+        raise OperatorError("--full-every must be between 1 and 100000")
+    settings = load_settings()
+    client = SubscriberClient(_bootstrap(args, settings), _subscriber_id(args.id),
+                              runs=args.runs, delta=args.delta, full_every=args.full_every,
+                              settings=settings)
+    return asyncio.run(_tail(client, args.unsubscribe_on_exit))
+
+
+async def _tail(client: SubscriberClient, unsubscribe: bool) -> int:
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    await client.register()
+    print(f"subscribed as {client.subscriber_id} (topic {client.topic}); Ctrl-C stops",
+          file=sys.stderr, flush=True)
+    resyncs = 0
+    try:
+        async for delivered in client.surfaces(stopping):
+            held = delivered.surface
+            print(orjson.dumps({
+                "runId": held.run_id, "surfaceId": held.surface_id, "sequence": held.sequence,
+                "frame": delivered.kind, "trust": held.trust, "renderable": held.renderable,
+                "actionsEnabled": held.actions_enabled, "deleted": held.deleted,
+                "surface": held.content,
+            }).decode(), flush=True)
+            if client.resyncs_requested != resyncs:
+                resyncs = client.resyncs_requested
+                print(f"resync requested ({resyncs} so far)", file=sys.stderr, flush=True)
+    finally:
+        if unsubscribe:
+            await client.unregister()
+    return 0
+
+
+def _run_unsubscribe(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    client = SubscriberClient(_bootstrap(args, settings), _subscriber_id(args.id),
+                              settings=settings)
+    asyncio.run(client.unregister())
+    print(f"unsubscribed {client.subscriber_id}")
+    return 0

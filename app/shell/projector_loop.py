@@ -1,0 +1,311 @@
+"""The projector: per-run log -> per-subscriber topics (full frames or verified RFC 6902 deltas).
+
+Shell module, running inside the worker beside the validator (docs/projection.md). Three
+consumers:
+- the per-run log, in the consumer group ``<app id>-projector`` (read_committed; each worker
+  projects the runs of the log partitions it owns);
+- the subscription registry (compacted, every worker reads all of it, from the beginning);
+- resync requests (every worker reads all of them from the moment it starts, and answers the
+  ones for runs it owns).
+
+For each recorded event it calls ``app.core.surfaces.project`` and, for each surface change,
+``app.core.frames.plan`` with the subscribers of that run, then writes each frame to its
+subscriber's topic, keyed ``runId/surfaceId``. The materialized surfaces are rebuilt from the
+log on assignment (nothing else is stored); subscriber cursors are not persisted, so after a
+restart or a rebalance every subscriber's next frame for a surface is a full frame, which is
+always safe. Frames are delivered at least once: the log offset is committed after the sends,
+and a repeated delta fails the client's base check and brings a resync, a repeated full frame
+is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+
+from app.core import frames
+from app.core.policy import HostPolicy
+from app.core.redaction import prepare
+from app.core.subscriptions import Registry, register, subscribers_for
+from app.core.surfaces import Projection, SurfaceKey, project
+from app.core.topic_plan import TopicSpec, subscriber_topic
+from app.shell.kafka_io import read_topic
+from app.shell.topics_admin import ensure_topics, load_definitions
+
+__all__ = ["ProjectorConfig", "ProjectorLoop"]
+
+log = logging.getLogger("a2ui_stream.projector")
+
+
+@dataclass(frozen=True)
+class ProjectorConfig:
+    bootstrap: str
+    log_topic: str
+    subscriptions_topic: str
+    resync_topic: str
+    topic_prefix: str
+    replication: int
+    group_id: str
+    fast_groups: bool = False
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, loop: ProjectorLoop) -> None:
+        self.loop = loop
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        async with self.loop.lock:
+            for tp in revoked:
+                self.loop.owned.discard(tp.partition)
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        async with self.loop.lock:
+            for tp in assigned:
+                await self.loop.restore(tp)
+
+
+class ProjectorLoop:
+    def __init__(self, config: ProjectorConfig, policy: HostPolicy) -> None:
+        self.config = config
+        self.policy = policy
+        self.lock = asyncio.Lock()
+        self.projection = Projection()
+        self.owned: set[int] = set()
+        self.partitions_of_runs: dict[str, int] = {}
+        self.registry: Registry = {}
+        self.cursors: dict[tuple[str, SurfaceKey], frames.SubscriberCursor] = {}
+        self.topics_ready: set[str] = set()
+        self.sent: Counter[str] = Counter()
+        self.fallbacks: Counter[str] = Counter()
+        self.resyncs_answered = 0
+        self.consumer: AIOKafkaConsumer | None = None
+        self.producer: AIOKafkaProducer | None = None
+        self.definitions = load_definitions()
+
+    async def start(self) -> None:
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=self.config.bootstrap, acks="all", linger_ms=5,
+            max_request_size=9 * 1024 * 1024,
+        )
+        await self.producer.start()
+        timeouts: dict[str, Any] = (
+            {"session_timeout_ms": 10000, "heartbeat_interval_ms": 1000,
+             "rebalance_timeout_ms": 10000}
+            if self.config.fast_groups else {}
+        )
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.config.bootstrap, group_id=self.config.group_id,
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            isolation_level="read_committed", max_partition_fetch_bytes=8 * 1024 * 1024,
+            **timeouts,
+        )
+        await self.consumer.start()
+        self.consumer.subscribe([self.config.log_topic], listener=_Rebalance(self))
+
+    async def stop(self) -> None:
+        for client in (self.consumer, self.producer):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.stop()
+
+    # -- state ---------------------------------------------------------------------------------
+
+    async def restore(self, tp: TopicPartition) -> None:
+        """Rebuild the surfaces of partition ``tp`` from the log up to the committed offset."""
+        assert self.consumer is not None
+        committed = await self.consumer.committed(tp) or 0
+        records = await read_topic(self.config.bootstrap, tp.topic, isolation="read_committed",
+                                   partitions=[tp.partition], timeout=300)
+        state = self.projection
+        for record in records:
+            if record.offset >= committed:
+                break
+            if record.value is None:
+                continue
+            event = orjson.loads(record.value)
+            state, _ = project(state, event)
+            self.partitions_of_runs[event["runId"]] = tp.partition
+        self.projection = state
+        self.owned.add(tp.partition)
+        log.info("projector: partition %d restored up to offset %d", tp.partition, committed)
+
+    # -- loops ---------------------------------------------------------------------------------
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        tasks = [
+            asyncio.create_task(self._follow_registry(stopping)),
+            asyncio.create_task(self._follow_resyncs(stopping)),
+            asyncio.create_task(self._project(stopping)),
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def _project(self, stopping: asyncio.Event) -> None:
+        assert self.consumer is not None
+        while not stopping.is_set():
+            batch = await self.consumer.getmany(timeout_ms=200, max_records=2000)
+            if not batch:
+                continue
+            async with self.lock:
+                try:
+                    await self._project_batch(batch)
+                except Exception as exc:
+                    log.error("projector: batch failed (%s); rewinding", type(exc).__name__)
+                    for tp in list(self.consumer.assignment()):
+                        committed = await self.consumer.committed(tp)
+                        if committed is None:
+                            await self.consumer.seek_to_beginning(tp)
+                        else:
+                            self.consumer.seek(tp, committed)
+
+    async def _project_batch(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        assert self.consumer is not None
+        futures: list[asyncio.Future[Any]] = []
+        offsets: dict[TopicPartition, int] = {}
+        for tp, records in batch.items():
+            if tp.partition not in self.owned or not records:
+                continue
+            for record in records:
+                if record.value is None:
+                    continue
+                event = orjson.loads(record.value)
+                self.partitions_of_runs[event["runId"]] = tp.partition
+                self.projection, changes = project(self.projection, event)
+                for change in changes:
+                    futures.extend(await self._fan_out(change))
+            offsets[tp] = records[-1].offset + 1
+        await asyncio.gather(*futures)
+        if offsets:
+            await self.consumer.commit(offsets)
+
+    async def _fan_out(self, change: Any) -> list[asyncio.Future[Any]]:
+        run_id = change.key.run_id
+        subs = subscribers_for(self.registry, run_id)
+        if not subs:
+            return []
+        pairs = [
+            (frames.Subscription(s.subscriber_id, s.delta, s.full_every),
+             self.cursors.get((s.subscriber_id, change.key)))
+            for s in subs
+        ]
+        secrets = prepare(self.policy.secrets_for(run_id))
+        planned = frames.plan(change, pairs, secrets=secrets)
+        for warning in planned.warnings:
+            log.warning("projection_warning run=%s surface=%s: %s", run_id,
+                        change.key.surface_id, warning)
+        for sid, cursor in planned.cursors.items():
+            self.cursors[(sid, change.key)] = cursor
+        self.fallbacks.update(planned.fallbacks)
+        return [await self._send(send, change.key) for send in planned.sends]
+
+    async def _send(self, send: frames.Send, key: SurfaceKey) -> asyncio.Future[Any]:
+        assert self.producer is not None
+        topic = await self._subscriber_topic(send.subscriber_id)
+        self.sent[send.kind] += 1
+        return await self.producer.send(
+            topic, send.frame, key=f"{key.run_id}/{key.surface_id}".encode()
+        )
+
+    async def _subscriber_topic(self, subscriber_id: str) -> str:
+        spec: TopicSpec = subscriber_topic(
+            self.definitions, subscriber_id, prefix=self.config.topic_prefix,
+            replication=self.config.replication,
+        )
+        if spec.name not in self.topics_ready:
+            await ensure_topics(self.config.bootstrap, [spec])
+            self.topics_ready.add(spec.name)
+        return spec.name
+
+    async def _follow_registry(self, stopping: asyncio.Event) -> None:
+        async for key, value in _tail(self.config.bootstrap, self.config.subscriptions_topic,
+                                      stopping, from_beginning=True):
+            self.registry, why = register(self.registry, key, value)
+            if why is not None:
+                log.warning("projector: ignored a registration: %s", why)
+
+    async def _follow_resyncs(self, stopping: asyncio.Event) -> None:
+        async for _key, value in _tail(self.config.bootstrap, self.config.resync_topic,
+                                       stopping, from_beginning=False):
+            if value is None:
+                continue
+            async with self.lock:
+                await self._answer(value)
+
+    async def _answer(self, value: bytes) -> None:
+        """Issue 5 §4: exactly one full frame for a resync request of a run this worker owns."""
+        try:
+            request = orjson.loads(value)
+            sid, run_id, surface_id = (request["subscriberId"], request["runId"],
+                                       request["surfaceId"])
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            log.warning("projector: ignored a malformed resync request")
+            return
+        if self.partitions_of_runs.get(run_id) not in self.owned:
+            return  # another worker owns this run
+        key = SurfaceKey(run_id, surface_id)
+        surface = self.projection.surfaces.get(key)
+        sub = self.registry.get(sid)
+        if surface is None or sub is None:
+            return
+        send, cursor = frames.answer_resync(
+            surface, frames.Subscription(sid, sub.delta, sub.full_every),
+            self.cursors.get((sid, key)), secrets=prepare(self.policy.secrets_for(run_id)),
+        )
+        self.cursors[(sid, key)] = cursor
+        self.resyncs_answered += 1
+        self.fallbacks["resync"] += 1
+        await asyncio.gather(await self._send(send, key))
+
+    def render_metrics(self) -> list[str]:
+        lines = [
+            "# HELP a2ui_frames_sent_total Frames written to subscriber topics, by kind.",
+            "# TYPE a2ui_frames_sent_total counter",
+        ]
+        lines += [f'a2ui_frames_sent_total{{kind="{k}"}} {n}' for k, n in sorted(self.sent.items())]
+        lines += [
+            "# HELP a2ui_delta_fallbacks_total Full frames sent to delta subscribers, by reason.",
+            "# TYPE a2ui_delta_fallbacks_total counter",
+        ]
+        lines += [f'a2ui_delta_fallbacks_total{{reason="{r}"}} {n}'
+                  for r, n in sorted(self.fallbacks.items())]
+        lines += [
+            "# HELP a2ui_resyncs_answered_total Resync requests answered with one full frame.",
+            "# TYPE a2ui_resyncs_answered_total counter",
+            f"a2ui_resyncs_answered_total {self.resyncs_answered}",
+        ]
+        return lines
+
+
+async def _tail(bootstrap: str, topic: str, stopping: asyncio.Event, *, from_beginning: bool):  # type: ignore[no-untyped-def]
+    """Yield ``(key, value)`` of every record of ``topic`` (all partitions, no group)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                isolation_level="read_committed")
+    await consumer.start()
+    try:
+        consumer._client.add_topic(topic)  # noqa: SLF001 - metadata for an unsubscribed topic
+        await consumer._client.force_metadata_update()  # noqa: SLF001
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(tps)
+        if from_beginning:
+            await consumer.seek_to_beginning(*tps)
+        else:
+            await consumer.seek_to_end(*tps)
+        while not stopping.is_set():
+            batch = await consumer.getmany(timeout_ms=200)
+            for records in batch.values():
+                for record in records:
+                    yield record.key, record.value
+    finally:
+        await consumer.stop()

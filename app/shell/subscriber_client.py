@@ -1,0 +1,115 @@
+"""The subscriber client: register, consume a subscriber topic, hand out only validated surfaces.
+
+Shell module, importable by user services::
+
+    client = SubscriberClient(bootstrap, "ui-7", runs=["run-1"], delta=True)
+    await client.register()            # creates the topic, writes the registry record
+    async for delivered in client.surfaces(stop_event):
+        render(delivered.surface)      # HeldSurface: validated content, trust, actions flags
+
+Each frame goes through ``app.core.subscriber.receive``: deltas are applied by the strict RFC
+6902 applier and the result is re-validated (v1 closed catalog, v2 profile) before it is
+handed out; on any failure the surface is held as stale and a resync request is published, and
+the projector answers with one full frame (docs/projection.md). Nothing unvalidated leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from app.core.payload_rules import PayloadRules
+from app.core.subscriber import Delivered, ResyncNeeded, SubscriberView, receive
+from app.core.subscriptions import Subscription, encode_subscription
+from app.core.topic_plan import subscriber_topic
+from app.shell.schema_files import load_schema_documents
+from app.shell.settings import Settings, load_settings
+from app.shell.topics_admin import desired_for, ensure_topics, load_definitions
+
+__all__ = ["SubscriberClient"]
+
+
+@dataclass
+class SubscriberClient:
+    bootstrap: str
+    subscriber_id: str
+    runs: Iterable[str] | None = None  # None: every run
+    delta: bool = False
+    full_every: int = 50
+    settings: Settings = field(default_factory=load_settings)
+    view: SubscriberView = field(default_factory=SubscriberView)
+    resyncs_requested: int = 0
+
+    def __post_init__(self) -> None:
+        self.rules = PayloadRules.from_documents(load_schema_documents())
+        topics = {spec.id: spec.name for spec in desired_for(self.settings)}
+        self.registry_topic = topics["subscriptions"]
+        self.resync_topic = topics["resync"]
+        self.spec = subscriber_topic(load_definitions(), self.subscriber_id,
+                                     prefix=self.settings.topic_prefix,
+                                     replication=self.settings.replication)
+
+    @property
+    def topic(self) -> str:
+        return self.spec.name
+
+    async def register(self) -> None:
+        """Create the subscriber topic, then publish the registration (key = subscriberId)."""
+        await ensure_topics(self.bootstrap, [self.spec])
+        runs = None if self.runs is None else frozenset(self.runs)
+        record = encode_subscription(
+            Subscription(self.subscriber_id, runs, self.delta, self.full_every))
+        await self._produce(self.registry_topic, self.subscriber_id.encode(), record)
+
+    async def unregister(self) -> None:
+        """A tombstone for the subscriberId: the projector stops writing to the topic."""
+        await self._produce(self.registry_topic, self.subscriber_id.encode(), None)
+
+    async def _produce(self, topic: str, key: bytes, value: bytes | None) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, value, key=key)
+        finally:
+            await producer.stop()
+
+    async def surfaces(self, stopping: asyncio.Event) -> AsyncIterator[Delivered]:
+        """Validated surfaces, in frame order, until ``stopping`` is set."""
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
+                                    max_partition_fetch_bytes=8 * 1024 * 1024)
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
+        await consumer.start()
+        await producer.start()
+        try:
+            tps = [TopicPartition(self.topic, p) for p in range(self.spec.partitions)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            while not stopping.is_set():
+                batch = await consumer.getmany(timeout_ms=200)
+                for records in batch.values():
+                    for record in records:
+                        if record.value is None:
+                            continue
+                        self.view, outcome = receive(self.view, record.value, self.rules)
+                        if isinstance(outcome, Delivered):
+                            yield outcome
+                        elif isinstance(outcome, ResyncNeeded):
+                            await self._request_resync(producer, outcome)
+        finally:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+            with contextlib.suppress(Exception):
+                await producer.stop()
+
+    async def _request_resync(self, producer: AIOKafkaProducer, need: ResyncNeeded) -> None:
+        request = need.request(self.subscriber_id)
+        if request is None:
+            return  # the frame did not say which surface it was for: nothing to ask for
+        self.resyncs_requested += 1
+        await producer.send_and_wait(self.resync_topic, orjson.dumps(request),
+                                     key=self.subscriber_id.encode())

@@ -1,0 +1,146 @@
+"""The projector on a real broker: a full subscriber and a delta subscriber of the same run end
+with exactly the surfaces the log materializes, and a resync brings one full frame."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from app.core.surfaces import replay
+from app.shell.broker import Broker
+from app.shell.settings import Settings
+from app.shell.subscriber_client import SubscriberClient
+from app.shell.topics_admin import desired_for
+from tests.integration.pipeline_kit import (
+    Published,
+    WorkerProcess,
+    apply_topics,
+    create,
+    data,
+    envelope,
+    observe,
+    publish,
+    wait_for_outcomes,
+)
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+
+def _components(sid: str, texts: list[str]) -> dict:
+    return {"version": "v0.9", "updateComponents": {"surfaceId": sid, "components": [
+        {"id": "root", "component": "Column", "children": [f"t{i}" for i in range(len(texts))]},
+        *[{"id": f"t{i}", "component": "Text", "text": t} for i, t in enumerate(texts)],
+    ]}}
+
+
+def _v1(run: str, n: int, title: str) -> dict:
+    rec = envelope(run, n, [], "unused")
+    rec["envelope"]["schemaVersion"] = 1
+    rec["envelope"]["payload"] = {"catalogVersion": "0.9.1", "surface": {"title": title,
+        "components": [{"component": "heading", "text": title, "level": 2},
+                       {"component": "action.button", "id": "go", "label": "Go",
+                        "action": {"target": "resume"}}]}}
+    return rec
+
+
+async def _collect(client: SubscriberClient, key: tuple[str, str], last: int,
+                   stop: asyncio.Event, out: dict) -> None:
+    """Record every delivered surface until ``key`` is delivered at sequence ``last``."""
+    async for delivered in client.surfaces(stop):
+        held = delivered.surface
+        out[(held.run_id, held.surface_id)] = held
+        out.setdefault("_kinds", []).append(delivered.kind)
+        if (held.run_id, held.surface_id) == key and held.sequence >= last:
+            stop.set()
+
+
+async def test_full_and_delta_subscribers_reconstruct_the_same_surfaces(
+    broker: Broker, settings: Settings, tmp_path: Path
+) -> None:
+    await apply_topics(broker, settings)
+    # Floor 2 admits v2; the v1 leg of the projector is covered by the core tests.
+    run = "run-projection"
+    records = [envelope(run, 0, [create("s"), _components("s", ["a", "b"])], "s")]
+    for n in range(1, 12):
+        texts = [f"text {n}", "b", *(["extra"] if n % 3 == 0 else [])]
+        records.append(envelope(run, n, [_components("s", texts), data("s", {"n": n})], "s"))
+    published = [Published(run, run.encode(), orjson.dumps(r), r["envelope"]["correlationId"])
+                 for r in records]
+    worker = WorkerProcess(broker, settings, "w1", tmp_path)
+    worker.start()
+    full = SubscriberClient(broker.bootstrap, f"full-{settings.app_id}", runs=[run],
+                            settings=settings)
+    delta = SubscriberClient(broker.bootstrap, f"delta-{settings.app_id}", runs=[run],
+                             delta=True, full_every=1000, settings=settings)
+    try:
+        await full.register()
+        await delta.register()
+        await asyncio.sleep(0)  # the registrations are on the topic before any envelope
+        await publish(broker.bootstrap, next(s.name for s in desired_for(settings)
+                                             if s.id == "admission"), published)
+        observed = await wait_for_outcomes(broker, settings, len(records), timeout=120,
+                                           workers=[worker])
+        got_full: dict = {}
+        got_delta: dict = {}
+        stop_full, stop_delta = asyncio.Event(), asyncio.Event()
+        key = (run, "s")
+        await asyncio.wait_for(asyncio.gather(
+            _collect(full, key, len(records) - 1, stop_full, got_full),
+            _collect(delta, key, len(records) - 1, stop_delta, got_delta),
+        ), timeout=120)
+        # A delta that would smuggle an out-of-profile component in (RFC 0114's negative
+        # example, v2 flavour): the client must fail closed, ask for a resync, and get exactly
+        # the real surface back as one full frame.
+        last = got_delta[key].sequence
+        evil = {"kind": "delta", "runId": run, "surfaceId": "s", "version": 2,
+                "surfaceRef": "evt-evil-000000000000", "baseSequence": last,
+                "sequence": last + 1, "trust": "trusted", "partial": False,
+                "actionsEnabled": True,
+                "patch": [{"op": "add", "path": "/components/evil",
+                           "value": {"id": "evil", "component": "Image",
+                                     "url": "https://evil.example/x.png"}}]}
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await producer.start()
+        await producer.send_and_wait(delta.topic, orjson.dumps(evil), key=b"run/s")
+        await producer.stop()
+        after: dict = {}
+        stop_after = asyncio.Event()
+        await asyncio.wait_for(
+            _collect_resync(delta, key, stop_after, after), timeout=120)
+    finally:
+        worker.stop()
+    materialized = replay(observed.events)
+    [surface] = materialized.surfaces_of(run)
+    key = (run, "s")
+    assert got_full[key].content == surface.content == got_delta[key].content
+    assert got_full[key].sequence == got_delta[key].sequence == len(records) - 1
+    # The delta subscriber really received deltas, and only validated surfaces were handed out.
+    assert "delta" in got_delta["_kinds"]
+    assert set(got_full["_kinds"]) == {"full"}
+    assert got_delta[key].renderable and not got_delta[key].stale
+    # After the poisoned delta: the only thing delivered is the resync's full frame, equal to
+    # the materialized surface; the Image never reached the application.
+    assert after["_kinds"] == ["full"]
+    assert after[key].content == surface.content
+    assert "evil" not in after[key].content["components"]
+    assert delta.resyncs_requested == 1
+
+
+async def _collect_resync(client: SubscriberClient, key: tuple[str, str], stop: asyncio.Event,
+                          out: dict) -> None:
+    """Read the subscriber topic again from its start with the view the client already holds:
+    old frames are re-applied (idempotent or refused as out of date), then the poisoned delta,
+    then the resync answer."""
+    async for delivered in client.surfaces(stop):
+        if client.resyncs_requested == 0:
+            continue  # frames before the poison
+        held = delivered.surface
+        out[(held.run_id, held.surface_id)] = held
+        out.setdefault("_kinds", []).append(delivered.kind)
+        if (held.run_id, held.surface_id) == key and delivered.kind == "full":
+            stop.set()
