@@ -4,7 +4,6 @@ with exactly the surfaces the log materializes, and a resync brings one full fra
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -23,7 +22,6 @@ from tests.integration.pipeline_kit import (
     create,
     data,
     envelope,
-    observe,
     publish,
     wait_for_outcomes,
 )
