@@ -142,3 +142,49 @@ async def _collect_resync(client: SubscriberClient, key: tuple[str, str], stop: 
         out.setdefault("_kinds", []).append(delivered.kind)
         if (held.run_id, held.surface_id) == key and delivered.kind == "full":
             stop.set()
+
+
+async def test_subscribe_command_prints_validated_surfaces(
+    broker: Broker, settings: Settings, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    await apply_topics(broker, settings)
+    run = "run-subscribe-cli"
+    worker = WorkerProcess(broker, settings, "w1", tmp_path)
+    worker.start()
+    out = open(tmp_path / "subscribe.out", "w+")  # noqa: SIM115
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "app.shell.cli", "subscribe", "--run", run, "--delta",
+         "--id", "cli-test"], env=worker.env(), stdout=out, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        # Wait (bounded) until the registration is live, then publish two updates.
+        deadline = time.monotonic() + 60
+        while "subscribed as cli-test" not in (cli.stderr.readline() if cli.poll() is None
+                                               else "subscribed as cli-test"):
+            assert time.monotonic() < deadline
+        records = [envelope(run, 0, [create("s"), _components("s", ["hello"])], "s"),
+                   envelope(run, 1, [_components("s", ["hello again"])], "s")]
+        await publish(broker.bootstrap, next(s.name for s in desired_for(settings)
+                                             if s.id == "admission"),
+                      [Published(run, run.encode(), orjson.dumps(r), None) for r in records])
+        lines: list[dict] = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            out.seek(0)
+            lines = [orjson.loads(line) for line in out.read().splitlines() if line.strip()]
+            if any(line["sequence"] == 1 for line in lines):
+                break
+            await asyncio.sleep(0.3)
+    finally:
+        cli.send_signal(signal.SIGINT)
+        cli.wait(timeout=30)
+        worker.stop()
+    last = [line for line in lines if line["sequence"] == 1][-1]
+    assert last["surface"]["components"]["t0"]["text"] == "hello again"
+    assert last["renderable"] is True and last["trust"] == "trusted"
+    assert {line["frame"] for line in lines} <= {"full", "delta"}
