@@ -21,7 +21,6 @@ May import: the standard library and orjson.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -194,19 +193,53 @@ def diff(old: Any, new: Any) -> list[dict[str, Any]]:
     ``replace`` (never ``test``, ``move`` or ``copy``; RFC 0114 excludes ``test``, and move/copy
     are optional for a consumer). ``[]`` when they are equal. Op values share ``new``'s
     subtrees: treat the patch as read-only."""
+    patch = _compute(old, new, strict=False)
+    return patch if _reproduces(old, new, patch) else _compute(old, new, strict=True)
+
+
+def verified_diff(old: Any, new: Any) -> list[dict[str, Any]] | None:
+    """``diff(old, new)`` if applying it to ``old`` reproduces ``new`` exactly (JSON equality,
+    strict on types), else ``None``: the caller then sends a full frame (issue 5 §3: every
+    delta is verified before it is sent)."""
+    for strict in (False, True):
+        patch = _compute(old, new, strict)
+        if _reproduces(old, new, patch):
+            return patch
+    return None
+
+
+# Two passes. The fast one finds equal subtrees with Python's ``==`` (C, skipping identical
+# objects), which cannot tell ``True`` from ``1`` or ``1`` from ``1.0``; the strict verification
+# that follows catches such a miss, and then the strict pass (``==`` confirmed with orjson bytes)
+# runs. Real surfaces almost never need it.
+
+
+def _loose(a: Any, b: Any) -> bool:
+    return a is b or (type(a) is type(b) and a == b)
+
+
+def _compute(old: Any, new: Any, strict: bool) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if not _same(old, new):
-        _diff(old, new, "", out)
+    if not (_same if strict else _loose)(old, new):
+        _diff(old, new, "", out, strict)
     return out
 
 
-def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
+def _reproduces(old: Any, new: Any, patch: list[dict[str, Any]]) -> bool:
+    try:
+        applied = apply_patch(old, patch)
+    except (PatchError, RecursionError):
+        return False
+    return _verify(applied, new)
+
+
+def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]], strict: bool) -> None:
     # callers have ruled out equality already (in C, before building the path)
     ta, tb = type(a), type(b)
     if ta is dict and tb is dict:
-        _diff_object(a, b, path, out)
+        _diff_object(a, b, path, out, strict)
     elif ta is list and tb is list:
-        _diff_array(a, b, path, out)
+        _diff_array(a, b, path, out, strict)
     elif ta is tb and ta is not dict and ta is not list and a == b:
         return
     else:  # a scalar change, or a type change (object -> array, ...): RFC 6902 §4.3
@@ -214,7 +247,7 @@ def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]]) -> None:
 
 
 def _diff_object(
-    a: dict[str, Any], b: dict[str, Any], path: str, out: list[dict[str, Any]]
+    a: dict[str, Any], b: dict[str, Any], path: str, out: list[dict[str, Any]], strict: bool
 ) -> None:
     for key in a:
         if key not in b:
@@ -227,45 +260,52 @@ def _diff_object(
             out.append({"op": "add", "path": path + "/" + escape(key), "value": value})
             continue
         kind = type(old)
-        if kind is type(value) and old == value:  # equal in C before any path is built ...
-            if kind is not dict and kind is not list:
-                continue
-            try:  # ... and strictly equal (True == 1 in Python, not in JSON)
-                if _dumps(old) == _dumps(value):
-                    continue
-            except (TypeError, orjson.JSONEncodeError):
-                pass
-            if _same(old, value):
-                continue
-        _diff(old, value, path + "/" + escape(key), out)
+        # equal in C before any path is built (and, strictly, with the same JSON types)
+        if (
+            kind is type(value)
+            and old == value
+            and (not strict or (kind is not dict and kind is not list) or _same(old, value))
+        ):
+            continue
+        _diff(old, value, path + "/" + escape(key), out, strict)
 
 
-def _run(a: list[Any], b: list[Any], limit: int) -> int:
-    """How many leading elements of ``a`` and ``b`` (at most ``limit``) are strictly equal:
-    ``==`` element by element in C, then one strict check of the whole run."""
-    flags = list(map(operator.eq, a[:limit], b[:limit]))
-    try:
-        count = flags.index(False)
-    except ValueError:
-        count = len(flags)
-    if count and not _same(a[:count], b[:count]):  # a True == 1 inside: go one by one
-        count = 0
-        while count < limit and _same(a[count], b[count]):
-            count += 1
+def _run(a: list[Any], b: list[Any], limit: int, strict: bool, tail: bool = False) -> int:
+    """How many leading (``tail``: trailing) elements of ``a`` and ``b``, at most ``limit``, are
+    equal: identity or ``==`` (in C, stopping at the first difference). Strictly, the run found
+    is then confirmed with orjson bytes (``True == 1`` in Python, not in JSON)."""
+    count = 0
+    pairs = zip(reversed(a), reversed(b), strict=False) if tail else zip(a, b, strict=False)
+    for x, y in pairs:
+        if count >= limit or (x is not y and x != y):
+            break
+        count += 1
+    if strict and count:
+        la, lb = len(a), len(b)
+        x, y = (a[la - count :], b[lb - count :]) if tail else (a[:count], b[:count])
+        if not _same(x, y):  # a True == 1 inside: count one by one
+            count = 0
+            while count < limit and (
+                _same(a[la - 1 - count], b[lb - 1 - count]) if tail else _same(a[count], b[count])
+            ):
+                count += 1
     return count
 
 
-def _diff_array(a: list[Any], b: list[Any], path: str, out: list[dict[str, Any]]) -> None:
+def _diff_array(
+    a: list[Any], b: list[Any], path: str, out: list[dict[str, Any]], strict: bool
+) -> None:
     la, lb = len(a), len(b)
     shortest = min(la, lb)
-    prefix = _run(a, b, shortest)
+    prefix = _run(a, b, shortest, strict)
     # the equal tail (after an insertion or a removal too): only the middle is diffed
-    suffix = _run(a[::-1], b[::-1], shortest - prefix) if prefix < shortest else 0
+    suffix = _run(a, b, shortest - prefix, strict, tail=True) if prefix < shortest else 0
     ma, mb = la - prefix - suffix, lb - prefix - suffix
+    equal = _same if strict else _loose
     ops: list[dict[str, Any]] = []
     for i in range(prefix, prefix + min(ma, mb)):
-        if not _same(a[i], b[i]):
-            _diff(a[i], b[i], f"{path}/{i}", ops)
+        if not equal(a[i], b[i]):
+            _diff(a[i], b[i], f"{path}/{i}", ops, strict)
     if mb > ma:  # RFC 6902 §4.1: add at index i <= len inserts; ascending keeps indices right
         for i in range(prefix + ma, prefix + mb):
             ops.append({"op": "add", "path": f"{path}/{i}", "value": b[i]})
@@ -429,18 +469,6 @@ def apply_patch(doc: Any, patch: Any) -> Any:
                 raise
             raise PatchError(str(exc), index) from None
     return state.root
-
-
-def verified_diff(old: Any, new: Any) -> list[dict[str, Any]] | None:
-    """``diff(old, new)`` if applying it to ``old`` reproduces ``new`` exactly (JSON equality,
-    strict on types), else ``None``: the caller then sends a full frame (issue 5 §3: every
-    delta is verified before it is sent)."""
-    patch = diff(old, new)
-    try:
-        applied = apply_patch(old, patch)
-    except (PatchError, RecursionError):
-        return None
-    return patch if _verify(applied, new) else None
 
 
 def _verify(applied: Any, new: Any) -> bool:
