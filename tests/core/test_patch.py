@@ -229,6 +229,22 @@ DIFFS: list[tuple[str, Any, Any, list[dict[str, Any]]]] = [
     ),
     ("bool is not int", {"a": 1}, {"a": True}, [{"op": "replace", "path": "/a", "value": True}]),
     ("null", {"a": 1}, {"a": None}, [{"op": "replace", "path": "/a", "value": None}]),
+    # Python's == says equal here; the strict pass must still find the change
+    (
+        "nested bool vs int",
+        {"a": [1, 2]},
+        {"a": [True, 2]},
+        [{"op": "replace", "path": "/a/0", "value": True}],
+    ),
+    (
+        "nested float vs int",
+        {"x": {"y": 1.0}, "z": [0]},
+        {"x": {"y": 1}, "z": [False]},
+        [
+            {"op": "replace", "path": "/x/y", "value": 1},
+            {"op": "replace", "path": "/z/0", "value": False},
+        ],
+    ),
     (
         "escaped keys",
         {"a/b": 1, "c~d": 1},
