@@ -209,7 +209,16 @@ class Prepared:
     """The shared, per-change work: redacted contents, the verified delta and the encodings,
     each computed at most once, on first use."""
 
-    __slots__ = ("change", "secrets", "tag", "_content", "_delta", "_full_bytes", "_delta_bytes")
+    __slots__ = (
+        "change",
+        "secrets",
+        "tag",
+        "_content",
+        "_delta",
+        "_full_bytes",
+        "_delta_bytes",
+        "_cursors",
+    )
 
     def __init__(self, change: SurfaceChange, secrets: Secrets = ()) -> None:
         self.change = change
@@ -219,6 +228,18 @@ class Prepared:
         self._delta: Any = _UNSET
         self._full_bytes: bytes | None = None
         self._delta_bytes: bytes | None = None
+        self._cursors: dict[tuple[int, int], SubscriberCursor] = {}
+
+    def cursor(self, deltas: int, resyncs: int) -> SubscriberCursor:
+        """A subscriber's cursor after this change (shared: most subscribers get the same)."""
+        key = (deltas, resyncs)
+        found = self._cursors.get(key)
+        if found is None:
+            new = self.change.new
+            fields = (new.surface_ref, new.sequence, new.catalog, new.version, new.trust)
+            found = _make(SubscriberCursor, (*fields, deltas, False, resyncs, self.tag))
+            self._cursors[key] = found
+        return found
 
     @property
     def content(self) -> Any:
@@ -300,27 +321,18 @@ def choose(
 ) -> tuple[Send, SubscriberCursor]:
     """The frame for one subscriber and its cursor after it."""
     reason = _reason(prepared, sub, cursor)
-    new = prepared.change.new
     resyncs = 0 if cursor is None else cursor.resyncs
     if reason == "delta":
         sent = 0 if cursor is None else cursor.deltas_since_full
-        send = Send(sub.subscriber_id, "delta", reason, prepared.delta_bytes())
-        deltas = sent + 1
-    else:
-        send = Send(sub.subscriber_id, "full", reason, prepared.full_bytes())
-        deltas = 0
-    after = SubscriberCursor(
-        new.surface_ref,
-        new.sequence,
-        new.catalog,
-        new.version,
-        new.trust,
-        deltas,
-        False,
-        resyncs,
-        prepared.tag,
-    )
-    return send, after
+        send: Send = _make(Send, (sub.subscriber_id, "delta", reason, prepared.delta_bytes()))
+        return send, prepared.cursor(sent + 1, resyncs)
+    send = _make(Send, (sub.subscriber_id, "full", reason, prepared.full_bytes()))
+    return send, prepared.cursor(0, resyncs)
+
+
+# ``tuple.__new__(NamedTupleClass, fields)`` builds the same value without the generated
+# ``__new__`` frame (as app.core.fold does): fan-out builds two values per subscriber.
+_make: Any = tuple.__new__
 
 
 def plan(
