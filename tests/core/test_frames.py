@@ -42,6 +42,7 @@ UPSTREAM_FRAME = (
     / "shared/upstream/openwop/schemas/a2ui-surface-delta-frame.schema.json"
 )
 FRAME_SCHEMA = Draft202012Validator(load_schema_documents()["projection-frame"])
+MATERIALIZED_SCHEMA = Draft202012Validator(load_schema_documents()["materialized-surface"])
 FULL = Subscription("full-sub", delta=False)
 DELTA = Subscription("delta-sub", delta=True, full_every=3)
 
@@ -76,7 +77,10 @@ class Driver:
         )
         self.cursors.update(result.cursors)
         for send in result.sends:
-            assert FRAME_SCHEMA.is_valid(orjson.loads(send.frame)), send
+            frame = orjson.loads(send.frame)
+            assert FRAME_SCHEMA.is_valid(frame), send
+            if frame["kind"] == "full" and frame["version"] == 2:
+                assert MATERIALIZED_SCHEMA.is_valid(frame["surface"]), frame
         return result
 
     @staticmethod
