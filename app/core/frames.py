@@ -71,6 +71,7 @@ __all__ = [
     "rfc0114_frame",
     "on_resync",
     "answer_resync",
+    "catch_up",
     "redaction_tag",
 ]
 
@@ -388,3 +389,22 @@ def answer_resync(
         redaction_tag(secrets),
     )
     return send, after
+
+
+def catch_up(
+    surfaces: Iterable[Surface], sub: Subscription, *, secrets: Secrets = ()
+) -> tuple[tuple[Send, SubscriberCursor], ...]:
+    """A subscriber that registers after its runs' surfaces exist: one full frame per surface
+    as it is now (RFC 0114: the host MUST be able to materialize the full surface for any
+    subscriber at any time), with the cursor each starts from. Deleted surfaces are skipped."""
+    out = []
+    tag = redaction_tag(secrets)
+    for surface in surfaces:
+        if surface.deleted:
+            continue
+        frame = encode_frame(full_frame(surface, redact(surface.content, secrets)))
+        send: Send = _make(Send, (sub.subscriber_id, "full", "first", frame))
+        fields = (surface.surface_ref, surface.sequence, surface.catalog, surface.version)
+        cursor = SubscriberCursor(*fields, surface.trust, 0, False, 0, tag)
+        out.append((send, cursor))
+    return tuple(out)

@@ -16,6 +16,7 @@ from app.core.frames import (
     MAX_RESYNCS,
     Subscription,
     answer_resync,
+    catch_up,
     encode_frame,
     on_resync,
     plan,
@@ -239,3 +240,22 @@ def test_frames_encode_and_prepare_are_lazy() -> None:
     assert encode_frame({"a": 1}) == b'{"a":1}'
     with pytest.raises(ValueError):
         prepared.delta_bytes()
+
+
+def test_frames_catch_up_sends_every_live_surface_in_full() -> None:
+    d = Driver(DELTA)
+    d.emit(FULL_SURFACE_V0)
+    d.emit(v2("a", create("a"), components("a", column("root"))))
+    d.emit(v2("b", create("b")))
+    d.emit(v2("b", delete("b")))
+    late = Subscription("late", delta=True)
+    run_id = event(0, {})["runId"]
+    sent = catch_up(d.state.surfaces_of(run_id), late)
+    frames_ = sorted((orjson.loads(send.frame) for send, _ in sent), key=lambda f: f["surfaceId"])
+    assert [f["surfaceId"] for f in frames_] == ["a", "~v1"]
+    assert all(send.kind == "full" and send.reason == "first" for send, _ in sent)
+    # the next change is a delta for the late subscriber too
+    (a_cursor,) = [c for s, c in sent if orjson.loads(s.frame)["surfaceId"] == "a"]
+    state, (change,) = project(d.state, event(d.seq, v2("a", components("a", text("t")))))
+    result = plan(change, [(late, a_cursor)])
+    assert result.sends[0].kind == "delta"
