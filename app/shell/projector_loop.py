@@ -87,6 +87,7 @@ class ProjectorLoop:
         self.sent: Counter[str] = Counter()
         self.fallbacks: Counter[str] = Counter()
         self.resyncs_answered = 0
+        self.failed: Counter[str] = Counter()
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
         self.definitions = load_definitions()
@@ -186,7 +187,13 @@ class ProjectorLoop:
                 for change in changes:
                     futures.extend(await self._fan_out(change))
             offsets[tp] = records[-1].offset + 1
-        await asyncio.gather(*futures)
+        # A frame the broker refuses (e.g. over the topic's size limit) must not stall every
+        # other subscriber: it is counted and dropped; that subscriber sees a sequence gap on
+        # its next frame and asks for a resync (docs/projection.md).
+        for result in await asyncio.gather(*futures, return_exceptions=True):
+            if isinstance(result, BaseException):
+                self.failed[type(result).__name__] += 1
+                log.error("projector: a frame could not be written (%s)", type(result).__name__)
         if offsets:
             await self.consumer.commit(offsets)
 
@@ -284,7 +291,11 @@ class ProjectorLoop:
             "# HELP a2ui_resyncs_answered_total Resync requests answered with one full frame.",
             "# TYPE a2ui_resyncs_answered_total counter",
             f"a2ui_resyncs_answered_total {self.resyncs_answered}",
+            "# HELP a2ui_frames_failed_total Frames the broker would not take, by error.",
+            "# TYPE a2ui_frames_failed_total counter",
         ]
+        lines += [f'a2ui_frames_failed_total{{error="{e}"}} {n}'
+                  for e, n in sorted(self.failed.items())]
         return lines
 
 
