@@ -488,7 +488,7 @@ def v1_evolution(draw: st.DrawFn) -> list[dict[str, Any]]:
     return events
 
 
-_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_SETTINGS
