@@ -39,10 +39,14 @@ def read_admission(
 ) -> Intake | Violation:
     """Decode one admission-topic record. The size limit is checked before any parsing."""
     if value is None:
-        return Violation("record_invalid", "record-bytes", "", "the record has no value (a tombstone?)")
+        return Violation(
+            "record_invalid", "record-bytes", "", "the record has no value (a tombstone?)"
+        )
     if len(value) > max_bytes:
         return Violation(
-            "record_too_large", "record-size", "",
+            "record_too_large",
+            "record-size",
+            "",
             f"the record is {len(value)} bytes; the limit is {max_bytes} "
             "(A2UI_STREAM_MAX_RECORD_BYTES); it was refused before parsing",
             {"size": len(value), "limit": max_bytes},
@@ -51,14 +55,20 @@ def read_admission(
         value.decode("utf-8")
     except UnicodeDecodeError as exc:
         return Violation(
-            "record_not_utf8", "record-utf8", "",
-            f"the record is not UTF-8 (byte {exc.start}: {exc.reason})", {"offset": exc.start},
+            "record_not_utf8",
+            "record-utf8",
+            "",
+            f"the record is not UTF-8 (byte {exc.start}: {exc.reason})",
+            {"offset": exc.start},
         )
     try:
         record = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
         return Violation(
-            "record_not_json", "record-json", "", f"the record is not JSON: {exc}",
+            "record_not_json",
+            "record-json",
+            "",
+            f"the record is not JSON: {exc}",
             {"position": exc.pos},
         )
     run_id = _run_id_of(record)
@@ -71,7 +81,9 @@ def read_admission(
             # The key places the record on the run's partition (docs/topics.md): a record keyed
             # for another run would be ordered against the wrong run's log.
             return Violation(
-                "record_key_mismatch", "record-key", "/runId",
+                "record_key_mismatch",
+                "record-key",
+                "/runId",
                 "the Kafka key must equal the record's runId (UTF-8): publish with key=runId",
                 {"key": key.decode("utf-8", "replace"), "runId": run_id},
             )

@@ -79,13 +79,23 @@ def _correlation_of(record: Any) -> str | None:
 
 
 def _reject(
-    violation: Violation, source: SourceRecord, now: str, policy: HostPolicy,
-    run_id: str | None, correlation_id: str | None,
+    violation: Violation,
+    source: SourceRecord,
+    now: str,
+    policy: HostPolicy,
+    run_id: str | None,
+    correlation_id: str | None,
 ) -> Reject:
     secrets = prepare(policy.secrets_for(run_id)) if run_id is not None else ()
     letter = dead_letter(
-        violation, source.value, topic=source.topic, partition=source.partition,
-        offset=source.offset, now=now, run_id=run_id, correlation_id=correlation_id,
+        violation,
+        source.value,
+        topic=source.topic,
+        partition=source.partition,
+        offset=source.offset,
+        now=now,
+        run_id=run_id,
+        correlation_id=correlation_id,
         secrets=secrets,
     )
     key = run_id.encode("utf-8") if run_id is not None else source.key
@@ -115,7 +125,9 @@ def validate(
         # Co-partitioning (docs/topics.md): a run's records must arrive on the partition the
         # default partitioner gives its runId, or its order against its own log is lost.
         wrong = Violation(
-            "record_key_mismatch", "record-partition", "/runId",
+            "record_key_mismatch",
+            "record-partition",
+            "/runId",
             f"run {run_id!r} belongs on partition {partition_for_run(run_id, partitions)}, "
             f"not {source.partition}: publish with key=runId and the default partitioner",
             {"partition": source.partition},
@@ -129,8 +141,12 @@ def validate(
             return _reject(encoded.violation, source, now, policy, run_id, correlation_id)
         event = outcome.event
         return Append(
-            event["runId"], event["sequence"], log_key(event["runId"], event["sequence"]),
-            encoded, outcome.state, outcome.drift,
+            event["runId"],
+            event["sequence"],
+            log_key(event["runId"], event["sequence"]),
+            encoded,
+            outcome.state,
+            outcome.drift,
         )
     if isinstance(outcome, Deduplicated):
         assert run_id is not None

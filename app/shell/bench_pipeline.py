@@ -73,12 +73,17 @@ def _pct(values: list[float], q: float) -> float:
 
 async def _ceiling(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> float:
     await ensure_topics(bootstrap, [TopicSpec("raw", topic, 1, 1, {})])
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                group_id=f"bench-raw-{uuid.uuid4().hex[:6]}",
-                                max_partition_fetch_bytes=8 * 1024 * 1024)
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        group_id=f"bench-raw-{uuid.uuid4().hex[:6]}",
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+    )
     await consumer.start()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                max_batch_size=256 * 1024)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=256 * 1024
+    )
     await producer.start()
     try:
         await consumer.getmany(timeout_ms=1000)  # join the group before the clock starts
@@ -116,10 +121,12 @@ def _worker_env(broker: Broker, settings: Settings, tmp: Path) -> dict[str, str]
     }
 
 
-async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],
-                   rate: float | None = None) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                max_batch_size=256 * 1024)
+async def _produce(
+    bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], rate: float | None = None
+) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=256 * 1024
+    )
     await producer.start()
     try:
         loop = asyncio.get_running_loop()
@@ -136,8 +143,14 @@ async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]
         await producer.stop()
 
 
-async def _wait_log(bootstrap: str, topic: str, count: int, worker: subprocess.Popen[bytes],
-                    timeout: float, log_path: Path) -> list[Any]:
+async def _wait_log(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    worker: subprocess.Popen[bytes],
+    timeout: float,
+    log_path: Path,
+) -> list[Any]:
     deadline = time.monotonic() + timeout
     while True:
         records = await read_topic(bootstrap, topic, isolation="read_committed", timeout=120)
@@ -149,8 +162,12 @@ async def _wait_log(bootstrap: str, topic: str, count: int, worker: subprocess.P
 
 
 async def _pipeline(
-    broker: Broker, settings: Settings, records: list[tuple[bytes, bytes]],
-    latency_records: list[tuple[bytes, bytes]], rate: float, tmp: Path,
+    broker: Broker,
+    settings: Settings,
+    records: list[tuple[bytes, bytes]],
+    latency_records: list[tuple[bytes, bytes]],
+    rate: float,
+    tmp: Path,
 ) -> dict[str, Any]:
     """Phase 1 (throughput): the N records wait on the admission topic as a backlog; one
     worker starts and drains it; rate = N over the span of the log records' timestamps, so
@@ -163,17 +180,20 @@ async def _pipeline(
     await _produce(broker.bootstrap, admission, records)
     log_path = tmp / "worker.log"
     log_file = open(log_path, "wb")  # noqa: SIM115
-    worker = subprocess.Popen([sys.executable, "-m", "app.shell.cli", "worker"],
-                              env=_worker_env(broker, settings, tmp),
-                              stdout=log_file, stderr=subprocess.STDOUT)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "app.shell.cli", "worker"],
+        env=_worker_env(broker, settings, tmp),
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
     try:
-        drained = await _wait_log(broker.bootstrap, log_topic, len(records), worker, 900,
-                                  log_path)
+        drained = await _wait_log(broker.bootstrap, log_topic, len(records), worker, 900, log_path)
         stamps = [r.timestamp for r in drained]
         throughput = (len(stamps) - 1) / max(0.001, (max(stamps) - min(stamps)) / 1000)
         await _produce(broker.bootstrap, admission, latency_records, rate=rate)
-        logged = await _wait_log(broker.bootstrap, log_topic,
-                                 len(records) + len(latency_records), worker, 300, log_path)
+        logged = await _wait_log(
+            broker.bootstrap, log_topic, len(records) + len(latency_records), worker, 300, log_path
+        )
         admitted = await read_topic(broker.bootstrap, admission, timeout=120)
     finally:
         worker.terminate()
@@ -203,8 +223,13 @@ async def _pipeline(
 
 async def measure(records: int, runs: int, partitions: int, rate: float) -> dict[str, Any]:
     token = uuid.uuid4().hex[:8]
-    settings = replace(load_settings(), topic_prefix=f"bench{token}.", app_id=f"bench-{token}",
-                       partitions=partitions, fast_groups=True)
+    settings = replace(
+        load_settings(),
+        topic_prefix=f"bench{token}.",
+        app_id=f"bench-{token}",
+        partitions=partitions,
+        fast_groups=True,
+    )
     data = _records(records, runs)
     latency_data = _records(min(records, 2000), runs, prefix="bench-lat-")
     broker = start_broker(log=lambda m: print(m, file=sys.stderr))
@@ -216,7 +241,9 @@ async def measure(records: int, runs: int, partitions: int, rate: float) -> dict
         broker.stop()
     return {
         "benchmark": "pipeline",
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": (
+            f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"
+        ),
         "broker": broker.description,
         "partitions": partitions,
         "runs": runs,
@@ -229,18 +256,29 @@ async def measure(records: int, runs: int, partitions: int, rate: float) -> dict
 
 def _table(r: dict[str, Any]) -> str:
     rows = [
-        ("pipeline envelopes/s (1 worker)", f"{r['envelopes_per_second']:,.0f}",
-         f"target >= {r['target_envelopes_per_second']:,}"),
-        ("raw aiokafka produce->consume/s", f"{r['ceiling_raw_aiokafka_per_second']:,.0f}",
-         "ceiling (same broker, same run)"),
+        (
+            "pipeline envelopes/s (1 worker)",
+            f"{r['envelopes_per_second']:,.0f}",
+            f"target >= {r['target_envelopes_per_second']:,}",
+        ),
+        (
+            "raw aiokafka produce->consume/s",
+            f"{r['ceiling_raw_aiokafka_per_second']:,.0f}",
+            "ceiling (same broker, same run)",
+        ),
         ("pipeline / ceiling", f"{r['ratio_pipeline_to_ceiling']:.2f}", ""),
-        ("admission->log latency p50", f"{r['latency_ms_p50']:.1f} ms",
-         f"at {r['latency_rate_per_second']:,.0f} envelopes/s offered"),
+        (
+            "admission->log latency p50",
+            f"{r['latency_ms_p50']:.1f} ms",
+            f"at {r['latency_rate_per_second']:,.0f} envelopes/s offered",
+        ),
         ("admission->log latency p99", f"{r['latency_ms_p99']:.1f} ms", ""),
     ]
     width = max(len(a) for a, _, _ in rows)
-    head = (f"bench pipeline: {r['records']:,} RFC 0209 envelopes, {r['runs']} runs, "
-            f"{r['partitions']} partitions, {r['broker']}, {r['machine']}")
+    head = (
+        f"bench pipeline: {r['records']:,} RFC 0209 envelopes, {r['runs']} runs, "
+        f"{r['partitions']} partitions, {r['broker']}, {r['machine']}"
+    )
     return "\n".join([head] + [f"  {a:<{width}}  {b:>14}  {c}" for a, b, c in rows])
 
 
@@ -263,6 +301,10 @@ def register(bench_subparsers: Any) -> None:
     parser.add_argument("--records", type=int, default=20000, help="envelopes (default 20000)")
     parser.add_argument("--runs", type=int, default=50, help="runs they spread over (default 50)")
     parser.add_argument("--partitions", type=int, default=6, help="partitions (default 6)")
-    parser.add_argument("--rate", type=float, default=1000.0,
-                        help="envelopes/s offered in the latency phase (default 1000)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=1000.0,
+        help="envelopes/s offered in the latency phase (default 1000)",
+    )
     parser.set_defaults(func=run)

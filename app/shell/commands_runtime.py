@@ -134,7 +134,9 @@ def _run_topics_apply(args: argparse.Namespace) -> int:
 def _run_topics_list(args: argparse.Namespace) -> int:
     for spec in desired_for(load_settings()):
         config = ", ".join(f"{k}={v}" for k, v in sorted(spec.config.items()))
-        print(f"{spec.name}  partitions={spec.partitions}  replication={spec.replication}  {config}")
+        print(
+            f"{spec.name}  partitions={spec.partitions}  replication={spec.replication}  {config}"
+        )
     return 0
 
 
@@ -203,8 +205,10 @@ def _start_worker(settings: Settings, bootstrap: str) -> int:
     if result.create:
         _log("worker: created topics " + ", ".join(s.name for s in result.create))
     for drift in result.drift:
-        _log(f"worker: WARNING topic drift: {drift.topic} {drift.what}={drift.actual}, "
-             f"expected {drift.expected}")
+        _log(
+            f"worker: WARNING topic drift: {drift.topic} {drift.what}={drift.actual}, "
+            f"expected {drift.expected}"
+        )
     app, _topics = create_app(settings, bootstrap)
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
     worker.execute_from_commandline()  # returns when the worker stops (Ctrl-C / SIGTERM)

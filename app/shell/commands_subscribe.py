@@ -38,19 +38,33 @@ def add_parser(sub: Any) -> None:
             "line. A frame that fails is never printed: a resync is requested instead."
         ),
     )
-    subscribe.add_argument("--run", action="append", dest="runs", metavar="RUN",
-                           help="a runId to follow (repeatable); default: every run")
+    subscribe.add_argument(
+        "--run",
+        action="append",
+        dest="runs",
+        metavar="RUN",
+        help="a runId to follow (repeatable); default: every run",
+    )
     subscribe.add_argument("--delta", action="store_true", help="receive RFC 6902 delta frames")
-    subscribe.add_argument("--full-every", type=int, default=50, metavar="N",
-                           help="force a full frame after N deltas (default 50)")
+    subscribe.add_argument(
+        "--full-every",
+        type=int,
+        default=50,
+        metavar="N",
+        help="force a full frame after N deltas (default 50)",
+    )
     subscribe.add_argument("--id", help="subscriberId (default: a new random one)")
     subscribe.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP")
-    subscribe.add_argument("--unsubscribe-on-exit", action="store_true",
-                           help="remove the registration when stopped")
+    subscribe.add_argument(
+        "--unsubscribe-on-exit", action="store_true", help="remove the registration when stopped"
+    )
     subscribe.set_defaults(func=_run_subscribe)
 
-    unsubscribe = sub.add_parser("unsubscribe", help="remove a subscriber's registration",
-                                 description="Write a tombstone for the subscriberId.")
+    unsubscribe = sub.add_parser(
+        "unsubscribe",
+        help="remove a subscriber's registration",
+        description="Write a tombstone for the subscriberId.",
+    )
     unsubscribe.add_argument("id", help="the subscriberId")
     unsubscribe.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP")
     unsubscribe.set_defaults(func=_run_unsubscribe)
@@ -67,9 +81,14 @@ def _run_subscribe(args: argparse.Namespace) -> int:
     if not 1 <= args.full_every <= 100_000:
         raise OperatorError("--full-every must be between 1 and 100000")
     settings = load_settings()
-    client = SubscriberClient(_bootstrap(args, settings), _subscriber_id(args.id),
-                              runs=args.runs, delta=args.delta, full_every=args.full_every,
-                              settings=settings)
+    client = SubscriberClient(
+        _bootstrap(args, settings),
+        _subscriber_id(args.id),
+        runs=args.runs,
+        delta=args.delta,
+        full_every=args.full_every,
+        settings=settings,
+    )
     return asyncio.run(_tail(client, args.unsubscribe_on_exit))
 
 
@@ -79,18 +98,31 @@ async def _tail(client: SubscriberClient, unsubscribe: bool) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     await client.register()
-    print(f"subscribed as {client.subscriber_id} (topic {client.topic}); Ctrl-C stops",
-          file=sys.stderr, flush=True)
+    print(
+        f"subscribed as {client.subscriber_id} (topic {client.topic}); Ctrl-C stops",
+        file=sys.stderr,
+        flush=True,
+    )
     resyncs = 0
     try:
         async for delivered in client.surfaces(stopping):
             held = delivered.surface
-            print(orjson.dumps({
-                "runId": held.run_id, "surfaceId": held.surface_id, "sequence": held.sequence,
-                "frame": delivered.kind, "trust": held.trust, "renderable": held.renderable,
-                "actionsEnabled": held.actions_enabled, "deleted": held.deleted,
-                "surface": held.content,
-            }).decode(), flush=True)
+            print(
+                orjson.dumps(
+                    {
+                        "runId": held.run_id,
+                        "surfaceId": held.surface_id,
+                        "sequence": held.sequence,
+                        "frame": delivered.kind,
+                        "trust": held.trust,
+                        "renderable": held.renderable,
+                        "actionsEnabled": held.actions_enabled,
+                        "deleted": held.deleted,
+                        "surface": held.content,
+                    }
+                ).decode(),
+                flush=True,
+            )
             if client.resyncs_requested != resyncs:
                 resyncs = client.resyncs_requested
                 print(f"resync requested ({resyncs} so far)", file=sys.stderr, flush=True)
@@ -102,8 +134,9 @@ async def _tail(client: SubscriberClient, unsubscribe: bool) -> int:
 
 def _run_unsubscribe(args: argparse.Namespace) -> int:
     settings = load_settings()
-    client = SubscriberClient(_bootstrap(args, settings), _subscriber_id(args.id),
-                              settings=settings)
+    client = SubscriberClient(
+        _bootstrap(args, settings), _subscriber_id(args.id), settings=settings
+    )
     asyncio.run(client.unregister())
     print(f"unsubscribed {client.subscriber_id}")
     return 0

@@ -20,10 +20,10 @@ from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.topic_plan import TopicSpec
 from app.shell.metrics import Metrics
+from app.shell.projector_loop import ProjectorConfig, ProjectorLoop
 from app.shell.schema_files import load_schema_documents
 from app.shell.settings import Settings
 from app.shell.topics_admin import desired_for
-from app.shell.projector_loop import ProjectorConfig, ProjectorLoop
 from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
 
 __all__ = ["StreamTopics", "create_app", "policy_from"]
@@ -32,7 +32,8 @@ __all__ = ["StreamTopics", "create_app", "policy_from"]
 def policy_from(settings: Settings) -> HostPolicy:
     """The host policy the settings describe (floor and strictness are configuration)."""
     return HostPolicy(
-        schema_versions={"ui.a2ui-surface": settings.floor}, strictness=settings.strictness  # type: ignore[arg-type]
+        schema_versions={"ui.a2ui-surface": settings.floor},
+        strictness=settings.strictness,  # type: ignore[arg-type]
     )
 
 
@@ -56,8 +57,11 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     """Build the Faust app for ``bootstrap`` with every topic declared as raw bytes."""
     group_timeouts: dict[str, Any] = (
         # Joins in ~5 s instead of ~30 s (../shared/spec/kafka.md); laptops and tests only.
-        {"broker_session_timeout": 10, "broker_heartbeat_interval": 1,
-         "broker_rebalance_timeout": 10}
+        {
+            "broker_session_timeout": 10,
+            "broker_heartbeat_interval": 1,
+            "broker_rebalance_timeout": 10,
+        }
         if settings.fast_groups
         else {}
     )

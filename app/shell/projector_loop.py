@@ -94,19 +94,28 @@ class ProjectorLoop:
 
     async def start(self) -> None:
         self.producer = AIOKafkaProducer(
-            bootstrap_servers=self.config.bootstrap, acks="all", linger_ms=5,
+            bootstrap_servers=self.config.bootstrap,
+            acks="all",
+            linger_ms=5,
             max_request_size=9 * 1024 * 1024,
         )
         await self.producer.start()
         timeouts: dict[str, Any] = (
-            {"session_timeout_ms": 10000, "heartbeat_interval_ms": 1000,
-             "rebalance_timeout_ms": 10000}
-            if self.config.fast_groups else {}
+            {
+                "session_timeout_ms": 10000,
+                "heartbeat_interval_ms": 1000,
+                "rebalance_timeout_ms": 10000,
+            }
+            if self.config.fast_groups
+            else {}
         )
         self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.config.bootstrap, group_id=self.config.group_id,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-            isolation_level="read_committed", max_partition_fetch_bytes=8 * 1024 * 1024,
+            bootstrap_servers=self.config.bootstrap,
+            group_id=self.config.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            max_partition_fetch_bytes=8 * 1024 * 1024,
             **timeouts,
         )
         await self.consumer.start()
@@ -124,8 +133,13 @@ class ProjectorLoop:
         """Rebuild the surfaces of partition ``tp`` from the log up to the committed offset."""
         assert self.consumer is not None
         committed = await self.consumer.committed(tp) or 0
-        records = await read_topic(self.config.bootstrap, tp.topic, isolation="read_committed",
-                                   partitions=[tp.partition], timeout=300)
+        records = await read_topic(
+            self.config.bootstrap,
+            tp.topic,
+            isolation="read_committed",
+            partitions=[tp.partition],
+            timeout=300,
+        )
         state = self.projection
         for record in records:
             if record.offset >= committed:
@@ -203,15 +217,18 @@ class ProjectorLoop:
         if not subs:
             return []
         pairs = [
-            (frames.Subscription(s.subscriber_id, s.delta, s.full_every),
-             self.cursors.get((s.subscriber_id, change.key)))
+            (
+                frames.Subscription(s.subscriber_id, s.delta, s.full_every),
+                self.cursors.get((s.subscriber_id, change.key)),
+            )
             for s in subs
         ]
         secrets = prepare(self.policy.secrets_for(run_id))
         planned = frames.plan(change, pairs, secrets=secrets)
         for warning in planned.warnings:
-            log.warning("projection_warning run=%s surface=%s: %s", run_id,
-                        change.key.surface_id, warning)
+            log.warning(
+                "projection_warning run=%s surface=%s: %s", run_id, change.key.surface_id, warning
+            )
         for sid, cursor in planned.cursors.items():
             self.cursors[(sid, change.key)] = cursor
         self.fallbacks.update(planned.fallbacks)
@@ -221,13 +238,16 @@ class ProjectorLoop:
         assert self.producer is not None
         topic = await self._subscriber_topic(send.subscriber_id)
         self.sent[send.kind] += 1
-        return await self.producer.send(
+        future: asyncio.Future[Any] = await self.producer.send(
             topic, send.frame, key=f"{key.run_id}/{key.surface_id}".encode()
         )
+        return future
 
     async def _subscriber_topic(self, subscriber_id: str) -> str:
         spec: TopicSpec = subscriber_topic(
-            self.definitions, subscriber_id, prefix=self.config.topic_prefix,
+            self.definitions,
+            subscriber_id,
+            prefix=self.config.topic_prefix,
             replication=self.config.replication,
         )
         if spec.name not in self.topics_ready:
@@ -236,15 +256,17 @@ class ProjectorLoop:
         return spec.name
 
     async def _follow_registry(self, stopping: asyncio.Event) -> None:
-        async for key, value in _tail(self.config.bootstrap, self.config.subscriptions_topic,
-                                      stopping, from_beginning=True):
+        async for key, value in _tail(
+            self.config.bootstrap, self.config.subscriptions_topic, stopping, from_beginning=True
+        ):
             self.registry, why = register(self.registry, key, value)
             if why is not None:
                 log.warning("projector: ignored a registration: %s", why)
 
     async def _follow_resyncs(self, stopping: asyncio.Event) -> None:
-        async for _key, value in _tail(self.config.bootstrap, self.config.resync_topic,
-                                       stopping, from_beginning=False):
+        async for _key, value in _tail(
+            self.config.bootstrap, self.config.resync_topic, stopping, from_beginning=False
+        ):
             if value is None:
                 continue
             async with self.lock:
@@ -254,8 +276,11 @@ class ProjectorLoop:
         """Issue 5 §4: exactly one full frame for a resync request of a run this worker owns."""
         try:
             request = orjson.loads(value)
-            sid, run_id, surface_id = (request["subscriberId"], request["runId"],
-                                       request["surfaceId"])
+            sid, run_id, surface_id = (
+                request["subscriberId"],
+                request["runId"],
+                request["surfaceId"],
+            )
         except (orjson.JSONDecodeError, KeyError, TypeError):
             log.warning("projector: ignored a malformed resync request")
             return
@@ -267,8 +292,10 @@ class ProjectorLoop:
         if surface is None or sub is None:
             return
         send, cursor = frames.answer_resync(
-            surface, frames.Subscription(sid, sub.delta, sub.full_every),
-            self.cursors.get((sid, key)), secrets=prepare(self.policy.secrets_for(run_id)),
+            surface,
+            frames.Subscription(sid, sub.delta, sub.full_every),
+            self.cursors.get((sid, key)),
+            secrets=prepare(self.policy.secrets_for(run_id)),
         )
         self.cursors[(sid, key)] = cursor
         self.resyncs_answered += 1
@@ -285,8 +312,10 @@ class ProjectorLoop:
             "# HELP a2ui_delta_fallbacks_total Full frames sent to delta subscribers, by reason.",
             "# TYPE a2ui_delta_fallbacks_total counter",
         ]
-        lines += [f'a2ui_delta_fallbacks_total{{reason="{r}"}} {n}'
-                  for r, n in sorted(self.fallbacks.items())]
+        lines += [
+            f'a2ui_delta_fallbacks_total{{reason="{r}"}} {n}'
+            for r, n in sorted(self.fallbacks.items())
+        ]
         lines += [
             "# HELP a2ui_resyncs_answered_total Resync requests answered with one full frame.",
             "# TYPE a2ui_resyncs_answered_total counter",
@@ -294,15 +323,17 @@ class ProjectorLoop:
             "# HELP a2ui_frames_failed_total Frames the broker would not take, by error.",
             "# TYPE a2ui_frames_failed_total counter",
         ]
-        lines += [f'a2ui_frames_failed_total{{error="{e}"}} {n}'
-                  for e, n in sorted(self.failed.items())]
+        lines += [
+            f'a2ui_frames_failed_total{{error="{e}"}} {n}' for e, n in sorted(self.failed.items())
+        ]
         return lines
 
 
 async def _tail(bootstrap: str, topic: str, stopping: asyncio.Event, *, from_beginning: bool):  # type: ignore[no-untyped-def]
     """Yield ``(key, value)`` of every record of ``topic`` (all partitions, no group)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                isolation_level="read_committed")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
+    )
     await consumer.start()
     try:
         consumer._client.add_topic(topic)  # noqa: SLF001 - metadata for an unsubscribed topic

@@ -50,9 +50,12 @@ class SubscriberClient:
         topics = {spec.id: spec.name for spec in desired_for(self.settings)}
         self.registry_topic = topics["subscriptions"]
         self.resync_topic = topics["resync"]
-        self.spec = subscriber_topic(load_definitions(), self.subscriber_id,
-                                     prefix=self.settings.topic_prefix,
-                                     replication=self.settings.replication)
+        self.spec = subscriber_topic(
+            load_definitions(),
+            self.subscriber_id,
+            prefix=self.settings.topic_prefix,
+            replication=self.settings.replication,
+        )
 
     @property
     def topic(self) -> str:
@@ -63,7 +66,8 @@ class SubscriberClient:
         await ensure_topics(self.bootstrap, [self.spec])
         runs = None if self.runs is None else frozenset(self.runs)
         record = encode_subscription(
-            Subscription(self.subscriber_id, runs, self.delta, self.full_every))
+            Subscription(self.subscriber_id, runs, self.delta, self.full_every)
+        )
         await self._produce(self.registry_topic, self.subscriber_id.encode(), record)
 
     async def unregister(self) -> None:
@@ -80,8 +84,11 @@ class SubscriberClient:
 
     async def surfaces(self, stopping: asyncio.Event) -> AsyncIterator[Delivered]:
         """Validated surfaces, in frame order, until ``stopping`` is set."""
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                    max_partition_fetch_bytes=8 * 1024 * 1024)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=8 * 1024 * 1024,
+        )
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
         await consumer.start()
         await producer.start()
@@ -111,5 +118,6 @@ class SubscriberClient:
         if request is None:
             return  # the frame did not say which surface it was for: nothing to ask for
         self.resyncs_requested += 1
-        await producer.send_and_wait(self.resync_topic, orjson.dumps(request),
-                                     key=self.subscriber_id.encode())
+        await producer.send_and_wait(
+            self.resync_topic, orjson.dumps(request), key=self.subscriber_id.encode()
+        )

@@ -28,7 +28,9 @@ def load_definitions(path: Path = TOPICS_FILE) -> dict[str, Any]:
     return data
 
 
-def desired_for(settings: Settings, definitions: Mapping[str, Any] | None = None) -> tuple[TopicSpec, ...]:
+def desired_for(
+    settings: Settings, definitions: Mapping[str, Any] | None = None
+) -> tuple[TopicSpec, ...]:
     return desired_topics(
         definitions or load_definitions(),
         prefix=settings.topic_prefix,

@@ -34,13 +34,13 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
+from app.core.dead_letter import dead_letter
 from app.core.fold import apply
 from app.core.keys import run_of_log_key
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
-from app.core.run_state import RunState
-from app.core.dead_letter import dead_letter
 from app.core.refusal import Violation
+from app.core.run_state import RunState
 from app.core.validator import Append, Duplicate, Reject, SourceRecord, validate
 from app.shell.kafka_io import read_topic
 from app.shell.metrics import Metrics
@@ -116,9 +116,13 @@ class ValidatorLoop:
     async def start(self) -> None:
         self.producer = await self._start_producer()
         group_timeouts: dict[str, Any] = (
-            {"session_timeout_ms": 10000, "heartbeat_interval_ms": 1000,
-             "rebalance_timeout_ms": 10000}
-            if self.config.fast_groups else {}
+            {
+                "session_timeout_ms": 10000,
+                "heartbeat_interval_ms": 1000,
+                "rebalance_timeout_ms": 10000,
+            }
+            if self.config.fast_groups
+            else {}
         )
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=self.config.bootstrap,
@@ -161,7 +165,8 @@ class ValidatorLoop:
                     raise
                 log.warning(
                     "validator: the broker refused transactions (%s); exactly-once then rests "
-                    "on source-offset idempotency (docs/pipeline.md)", type(exc).__name__,
+                    "on source-offset idempotency (docs/pipeline.md)",
+                    type(exc).__name__,
                 )
         producer = AIOKafkaProducer(**common)
         await producer.start()
@@ -184,8 +189,11 @@ class ValidatorLoop:
         committed = await self.consumer.committed(tp) or 0
         state = _PartitionState()
         log_records = await read_topic(
-            self.config.bootstrap, self.config.log_topic, isolation="read_committed",
-            partitions=[tp.partition], timeout=300,
+            self.config.bootstrap,
+            self.config.log_topic,
+            isolation="read_committed",
+            partitions=[tp.partition],
+            timeout=300,
         )
         for record in log_records:
             if record.key is None:
@@ -198,8 +206,11 @@ class ValidatorLoop:
             state.runs[run_id] = apply(state.runs.get(run_id) or RunState.initial(run_id), event)
             _note_source(state.seen, record, tp.partition, committed)
         dead = await read_topic(
-            self.config.bootstrap, self.config.deadletter_topic, isolation="read_committed",
-            partitions=[tp.partition], timeout=300,
+            self.config.bootstrap,
+            self.config.deadletter_topic,
+            isolation="read_committed",
+            partitions=[tp.partition],
+            timeout=300,
         )
         for record in dead:
             _note_source(state.seen, record, tp.partition, committed)
@@ -207,7 +218,11 @@ class ValidatorLoop:
         self.positions[tp.partition] = committed
         log.info(
             "validator: partition %d restored: %d runs from %d log records, %d outcomes past "
-            "offset %d", tp.partition, len(state.runs), len(log_records), len(state.seen),
+            "offset %d",
+            tp.partition,
+            len(state.runs),
+            len(log_records),
+            len(state.seen),
             committed,
         )
 
@@ -235,8 +250,12 @@ class ValidatorLoop:
                 except Exception as exc:
                     failures += 1
                     # The type only: an exception's text may quote a producer's payload.
-                    log.error("validator: batch failed (%s, %d in a row); rewinding to the "
-                              "committed offsets", type(exc).__name__, failures)
+                    log.error(
+                        "validator: batch failed (%s, %d in a row); rewinding to the "
+                        "committed offsets",
+                        type(exc).__name__,
+                        failures,
+                    )
                     await self._rewind()
 
     async def _process_isolated(self, batch: dict[TopicPartition, list[Any]]) -> None:
@@ -249,9 +268,13 @@ class ValidatorLoop:
                 try:
                     await self._process({tp: [record]})
                 except Exception as exc:
-                    log.error("validator: record %d:%d cannot be recorded (%s); dead-lettering "
-                              "it without its bytes", tp.partition, record.offset,
-                              type(exc).__name__)
+                    log.error(
+                        "validator: record %d:%d cannot be recorded (%s); dead-lettering "
+                        "it without its bytes",
+                        tp.partition,
+                        record.offset,
+                        type(exc).__name__,
+                    )
                     await self._abort_quietly()
                     await self._dead_letter_unrecordable(tp, record, type(exc).__name__)
 
@@ -261,19 +284,33 @@ class ValidatorLoop:
                 await self.producer.stop()
             self.producer = await self._start_producer()
 
-    async def _dead_letter_unrecordable(self, tp: TopicPartition, record: Any,
-                                        error: str) -> None:
+    async def _dead_letter_unrecordable(self, tp: TopicPartition, record: Any, error: str) -> None:
         assert self.producer is not None
         letter = dead_letter(
-            Violation("record_unrecordable", "record-write", "",
-                      f"the outcome of this record could not be written to Kafka ({error}); "
-                      "its bytes are not kept, their sha256 and size are",
-                      {"error": error}),
-            record.value, topic=tp.topic, partition=tp.partition, offset=record.offset,
-            now=now_rfc3339(), run_id=None, correlation_id=None, keep_bytes=False,
+            Violation(
+                "record_unrecordable",
+                "record-write",
+                "",
+                f"the outcome of this record could not be written to Kafka ({error}); "
+                "its bytes are not kept, their sha256 and size are",
+                {"error": error},
+            ),
+            record.value,
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=record.offset,
+            now=now_rfc3339(),
+            run_id=None,
+            correlation_id=None,
+            keep_bytes=False,
         )
-        send = (self.config.deadletter_topic, tp.partition, record.key, orjson.dumps(letter),
-                [(SOURCE_HEADER, f"{tp.partition}:{record.offset}".encode())])
+        send = (
+            self.config.deadletter_topic,
+            tp.partition,
+            record.key,
+            orjson.dumps(letter),
+            [(SOURCE_HEADER, f"{tp.partition}:{record.offset}".encode())],
+        )
         await self._send_and_commit([send], {tp: record.offset + 1})
         self.metrics.count("refused", "record_unrecordable")
         self.positions[tp.partition] = record.offset + 1
@@ -315,30 +352,43 @@ class ValidatorLoop:
                 continue  # revoked while the batch was fetched
             runs = staged.setdefault(tp.partition, {})
 
-            def state_of(run_id: str, runs: dict[str, RunState] = runs,
-                         part: _PartitionState = part) -> RunState | None:
+            def state_of(
+                run_id: str, runs: dict[str, RunState] = runs, part: _PartitionState = part
+            ) -> RunState | None:
                 return runs.get(run_id) or part.runs.get(run_id)
 
             for record in records:
                 if record.offset in part.seen:
                     counts.append(("skipped", None))
                     continue
-                source = SourceRecord(tp.topic, tp.partition, record.offset, record.key,
-                                      record.value)
-                out = validate(source, state_of, self.policy, self.rules, now=now,
-                               partitions=self.config.partitions,
-                               max_bytes=self.config.max_record_bytes)
+                source = SourceRecord(
+                    tp.topic, tp.partition, record.offset, record.key, record.value
+                )
+                out = validate(
+                    source,
+                    state_of,
+                    self.policy,
+                    self.rules,
+                    now=now,
+                    partitions=self.config.partitions,
+                    max_bytes=self.config.max_record_bytes,
+                )
                 header = [(SOURCE_HEADER, f"{tp.partition}:{record.offset}".encode())]
                 if isinstance(out, Append):
                     runs[out.run_id] = out.state
                     sends.append((self.config.log_topic, tp.partition, out.key, out.value, header))
                     counts.append(("admitted", None))
                     if out.drift is not None:
-                        log.warning("envelope_schema_version_drift run=%s sequence=%d from=%d",
-                                    out.run_id, out.sequence, out.drift)
+                        log.warning(
+                            "envelope_schema_version_drift run=%s sequence=%d from=%d",
+                            out.run_id,
+                            out.sequence,
+                            out.drift,
+                        )
                 elif isinstance(out, Reject):
-                    sends.append((self.config.deadletter_topic, tp.partition, out.key, out.value,
-                                  header))
+                    sends.append(
+                        (self.config.deadletter_topic, tp.partition, out.key, out.value, header)
+                    )
                     counts.append(("refused", out.code))
                 elif isinstance(out, Duplicate):
                     counts.append(("deduplicated", None))

@@ -28,20 +28,39 @@ N = 6
 
 
 def _record(run: str, cid: str, messages: list, sid: str = "s") -> bytes:
-    return orjson.dumps({"runId": run, "envelope": {
-        "type": "ui.a2ui-surface", "schemaVersion": 2, "envelopeId": f"e-{cid}",
-        "correlationId": cid,
-        "payload": {"version": "v0.9", "catalogId": BASIC, "surfaceId": sid,
-                    "messages": messages},
-        "meta": {"source": "ai-generation", "ts": NOW}}})
+    return orjson.dumps(
+        {
+            "runId": run,
+            "envelope": {
+                "type": "ui.a2ui-surface",
+                "schemaVersion": 2,
+                "envelopeId": f"e-{cid}",
+                "correlationId": cid,
+                "payload": {
+                    "version": "v0.9",
+                    "catalogId": BASIC,
+                    "surfaceId": sid,
+                    "messages": messages,
+                },
+                "meta": {"source": "ai-generation", "ts": NOW},
+            },
+        }
+    )
 
 
 CREATE = {"version": "v0.9", "createSurface": {"surfaceId": "s", "catalogId": BASIC}}
 
 
-def _source(run: str, value: bytes | None, key: bytes | None = None, offset: int = 0) -> SourceRecord:
-    return SourceRecord("a2ui.admission", partition_for_run(run, N), offset,
-                        run.encode() if key is None else key, value)
+def _source(
+    run: str, value: bytes | None, key: bytes | None = None, offset: int = 0
+) -> SourceRecord:
+    return SourceRecord(
+        "a2ui.admission",
+        partition_for_run(run, N),
+        offset,
+        run.encode() if key is None else key,
+        value,
+    )
 
 
 @pytest.mark.parametrize(
@@ -55,7 +74,9 @@ def _source(run: str, value: bytes | None, key: bytes | None = None, offset: int
         (b"r", b"x" * 2048, "record_too_large"),
     ],
 )
-def test_intake_refuses_unreadable_records_by_code(key: bytes, value: bytes | None, code: str) -> None:
+def test_intake_refuses_unreadable_records_by_code(
+    key: bytes, value: bytes | None, code: str
+) -> None:
     got = read_admission(key, value, max_bytes=1024)
     assert isinstance(got, Violation) and got.code == code and got.message
 
@@ -74,21 +95,44 @@ def test_intake_accepts_any_json_and_reads_the_run() -> None:
 
 def test_dead_letter_keeps_the_original_bytes_and_their_digest() -> None:
     raw = b'{"runId": "r", "oops": true}'
-    letter = dead_letter(Violation("validation_error", "envelope-shape", "/envelope", "missing"),
-                         raw, topic="t", partition=2, offset=9, now=NOW, run_id="r",
-                         correlation_id=None)
+    letter = dead_letter(
+        Violation("validation_error", "envelope-shape", "/envelope", "missing"),
+        raw,
+        topic="t",
+        partition=2,
+        offset=9,
+        now=NOW,
+        run_id="r",
+        correlation_id=None,
+    )
     assert base64.b64decode(letter["original"]["base64"]) == raw
-    assert letter["original"] == {**letter["original"], "sha256": hashlib.sha256(raw).hexdigest(),
-                                  "size": len(raw), "redacted": False}
+    assert letter["original"] == {
+        **letter["original"],
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "size": len(raw),
+        "redacted": False,
+    }
     assert letter["source"] == {"topic": "t", "partition": 2, "offset": 9}
 
 
 def test_dead_letter_never_stores_a_registered_secret() -> None:
     secret = "sk-live-0123456789"
-    raw = ('{"runId": "r", "envelope": {"reasoning": "key ' + secret + '", "x": "\\u0073k-live-0123456789"}}').encode()
-    letter = dead_letter(Violation("validation_error", "envelope-shape", "", "bad"), raw,
-                         topic="t", partition=0, offset=0, now=NOW, run_id="r",
-                         correlation_id=None, secrets=prepare([("api", secret)]))
+    raw = (
+        '{"runId": "r", "envelope": {"reasoning": "key '
+        + secret
+        + '", "x": "\\u0073k-live-0123456789"}}'
+    ).encode()
+    letter = dead_letter(
+        Violation("validation_error", "envelope-shape", "", "bad"),
+        raw,
+        topic="t",
+        partition=0,
+        offset=0,
+        now=NOW,
+        run_id="r",
+        correlation_id=None,
+        secrets=prepare([("api", secret)]),
+    )
     kept = base64.b64decode(letter["original"]["base64"])
     assert secret.encode() not in kept
     assert letter["original"]["redacted"] is True
@@ -105,17 +149,30 @@ def test_redact_bytes_replaces_raw_and_escaped_forms_in_non_utf8_bytes() -> None
 def test_validator_appends_then_deduplicates_then_refuses() -> None:
     states: dict[str, RunState] = {}
     policy = HostPolicy()
-    first = validate(_source("r", _record("r", "c1", [CREATE])), states.get, policy, RULES,
-                     now=NOW, partitions=N)
+    first = validate(
+        _source("r", _record("r", "c1", [CREATE])), states.get, policy, RULES, now=NOW, partitions=N
+    )
     assert isinstance(first, Append) and first.key == b"r#0" and first.sequence == 0
     event = orjson.loads(first.value)
     assert event["causationId"] == "c1" and event["runId"] == "r"
     states["r"] = first.state
-    again = validate(_source("r", _record("r", "c1", [CREATE]), offset=1), states.get, policy,
-                     RULES, now=NOW, partitions=N)
+    again = validate(
+        _source("r", _record("r", "c1", [CREATE]), offset=1),
+        states.get,
+        policy,
+        RULES,
+        now=NOW,
+        partitions=N,
+    )
     assert isinstance(again, Duplicate) and again.sequence == 0
-    fold = validate(_source("r", _record("r", "c2", [CREATE]), offset=2), states.get, policy,
-                    RULES, now=NOW, partitions=N)
+    fold = validate(
+        _source("r", _record("r", "c2", [CREATE]), offset=2),
+        states.get,
+        policy,
+        RULES,
+        now=NOW,
+        partitions=N,
+    )
     assert isinstance(fold, Reject) and fold.code == "envelope_invalid" and fold.key == b"r"
     letter = orjson.loads(fold.value)
     assert letter["correlationId"] == "c2" and letter["source"]["offset"] == 2
@@ -124,8 +181,14 @@ def test_validator_appends_then_deduplicates_then_refuses() -> None:
 def test_validator_refuses_a_run_on_the_wrong_partition() -> None:
     run = "r"
     wrong = (partition_for_run(run, N) + 1) % N
-    out = validate(SourceRecord("a", wrong, 0, run.encode(), _record(run, "c", [CREATE])),
-                   {}.get, HostPolicy(), RULES, now=NOW, partitions=N)
+    out = validate(
+        SourceRecord("a", wrong, 0, run.encode(), _record(run, "c", [CREATE])),
+        {}.get,
+        HostPolicy(),
+        RULES,
+        now=NOW,
+        partitions=N,
+    )
     assert isinstance(out, Reject) and out.code == "record_key_mismatch"
 
 
@@ -144,8 +207,11 @@ def test_validator_refuses_what_cannot_be_encoded_instead_of_crashing() -> None:
         deep = [deep]
     record = orjson.loads(_record("r", "c1", [CREATE]))
     record["envelope"]["payload"]["messages"].append(
-        {"version": "v0.9", "updateDataModel": {"surfaceId": "s", "path": "/d", "value": None}})
-    raw = orjson.dumps(record).replace(b'"value":null', b'"value":' + b"[" * 400 + b"1" + b"]" * 400)
+        {"version": "v0.9", "updateDataModel": {"surfaceId": "s", "path": "/d", "value": None}}
+    )
+    raw = orjson.dumps(record).replace(
+        b'"value":null', b'"value":' + b"[" * 400 + b"1" + b"]" * 400
+    )
     out = validate(_source("r", raw), {}.get, HostPolicy(), RULES, now=NOW, partitions=N)
     assert isinstance(out, Reject)
     assert out.code == "record_limit_exceeded"

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from app.core.topic_plan import ActualTopic, Drift, desired_topics, plan, subscriber_topic
 
-DEFINITIONS = json.loads((Path(__file__).resolve().parents[2] / "topics" / "topics.json").read_text())
+DEFINITIONS = json.loads(
+    (Path(__file__).resolve().parents[2] / "topics" / "topics.json").read_text()
+)
 
 
 def _desired(partitions: int = 6):  # type: ignore[no-untyped-def]

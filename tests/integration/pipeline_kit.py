@@ -74,7 +74,9 @@ class WorkerProcess:
         out = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.shell.cli", "worker"],
-            stdout=out, stderr=subprocess.STDOUT, env=self.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=self.env(),
         )
 
     def kill(self) -> None:
@@ -113,8 +115,7 @@ def envelope(run: str, n: int, messages: list[Any], sid: str, **extra: Any) -> d
         "schemaVersion": 2,
         "envelopeId": f"env-{run}-{n}",
         "correlationId": f"corr-{run}-{n}",
-        "payload": {"version": "v0.9", "catalogId": BASIC, "surfaceId": sid,
-                    "messages": messages},
+        "payload": {"version": "v0.9", "catalogId": BASIC, "surfaceId": sid, "messages": messages},
         "meta": {"source": "ai-generation", "ts": "2026-11-30T00:00:00Z"},
     }
     env.update(extra)
@@ -126,10 +127,16 @@ def create(sid: str) -> dict[str, Any]:
 
 
 def components(sid: str, text: str) -> dict[str, Any]:
-    return {"version": "v0.9", "updateComponents": {"surfaceId": sid, "components": [
-        {"id": "root", "component": "Column", "children": ["t"]},
-        {"id": "t", "component": "Text", "text": text},
-    ]}}
+    return {
+        "version": "v0.9",
+        "updateComponents": {
+            "surfaceId": sid,
+            "components": [
+                {"id": "root", "component": "Column", "children": ["t"]},
+                {"id": "t", "component": "Text", "text": text},
+            ],
+        },
+    }
 
 
 def data(sid: str, value: Any) -> dict[str, Any]:
@@ -141,8 +148,15 @@ def delete(sid: str) -> dict[str, Any]:
 
 
 def image(sid: str) -> dict[str, Any]:
-    return {"version": "v0.9", "updateComponents": {"surfaceId": sid, "components": [
-        {"id": "hero", "component": "Image", "url": "https://evil.example/x.png"}]}}
+    return {
+        "version": "v0.9",
+        "updateComponents": {
+            "surfaceId": sid,
+            "components": [
+                {"id": "hero", "component": "Image", "url": "https://evil.example/x.png"}
+            ],
+        },
+    }
 
 
 @dataclass
@@ -173,8 +187,9 @@ def corpus(runs: int, per_run: int, seed: int) -> list[Published]:
                 out.append(Published(run, run.encode(), b"\xff\xfe not utf-8", None))
                 continue
             if roll < 0.11:
-                out.append(Published(run, run.encode(), b'{"runId": "' + run.encode() + b'", ',
-                                     None))
+                out.append(
+                    Published(run, run.encode(), b'{"runId": "' + run.encode() + b'", ', None)
+                )
                 continue
             if roll < 0.15:
                 rec = envelope(run, n, [image(sid)], sid)
@@ -194,8 +209,9 @@ def corpus(runs: int, per_run: int, seed: int) -> list[Published]:
                 rec = envelope(run, n, [create(sid)], sid)  # fold: createSurface while live
             else:
                 rec = envelope(run, n, [data(sid, n), components(sid, f"t{n}")], sid)
-            out.append(Published(run, run.encode(), orjson.dumps(rec),
-                                 rec["envelope"]["correlationId"]))
+            out.append(
+                Published(run, run.encode(), orjson.dumps(rec), rec["envelope"]["correlationId"])
+            )
         streams.append(out)
     # Interleave runs, keeping each run's own order (that order is what must be preserved).
     merged: list[Published] = []
@@ -236,8 +252,9 @@ def expected_outcomes(records: list[Published], policy: HostPolicy | None = None
     return exp
 
 
-async def publish(bootstrap: str, topic: str, records: list[Published], *,
-                  pace: float = 0.0) -> None:
+async def publish(
+    bootstrap: str, topic: str, records: list[Published], *, pace: float = 0.0
+) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await producer.start()
     try:
@@ -263,8 +280,7 @@ class Observed:
 async def observe(broker: Broker, settings: Settings) -> Observed:
     specs = {s.id: s.name for s in desired_for(settings)}
     log_records = await read_topic(broker.bootstrap, specs["log"], isolation="read_committed")
-    dl_records = await read_topic(broker.bootstrap, specs["deadletter"],
-                                  isolation="read_committed")
+    dl_records = await read_topic(broker.bootstrap, specs["deadletter"], isolation="read_committed")
     return Observed(
         [orjson.loads(r.value) for r in log_records if r.value is not None],
         [orjson.loads(r.value) for r in dl_records if r.value is not None],
@@ -272,7 +288,11 @@ async def observe(broker: Broker, settings: Settings) -> Observed:
 
 
 async def wait_for_outcomes(
-    broker: Broker, settings: Settings, total: int, *, timeout: float,
+    broker: Broker,
+    settings: Settings,
+    total: int,
+    *,
+    timeout: float,
     workers: list[WorkerProcess] = (),  # type: ignore[assignment]
 ) -> Observed:
     """Wait until the log and dead letters hold ``total`` records (bounded by ``timeout``)."""
@@ -313,7 +333,9 @@ def account(published: list[Published], expected: Expected, observed: Observed) 
     assert refused == expected.refused, f"dead letters {refused} != expected {expected.refused}"
     deduplicated = len(published) - admitted - refused
     assert deduplicated == expected.deduplicated
-    line = (f"published={len(published)} = admitted={admitted} + refused={refused} + "
-            f"deduplicated={deduplicated}")
+    line = (
+        f"published={len(published)} = admitted={admitted} + refused={refused} + "
+        f"deduplicated={deduplicated}"
+    )
     assert len(published) == admitted + refused + deduplicated
     return line

@@ -59,12 +59,17 @@ async def test_per_run_log_topic_is_compacted(broker: Broker, settings: Settings
             # New records roll the active segment (segment.ms); the cleaner only reads closed ones.
             await asyncio.sleep(0.5)
             await producer.send_and_wait(
-                spec.name, b"filler", key=log_key("run-filler", filler % 3),
+                spec.name,
+                b"filler",
+                key=log_key("run-filler", filler % 3),
                 partition=partition_for_run("run-filler", spec.partitions),
             )
             filler += 1
-            records = [r for r in await _read_all(broker.bootstrap, spec.name)
-                       if r.key is not None and r.key.startswith(run.encode() + b"#")]
+            records = [
+                r
+                for r in await _read_all(broker.bootstrap, spec.name)
+                if r.key is not None and r.key.startswith(run.encode() + b"#")
+            ]
             if 0 < len(records) <= 10:
                 compacted = True
                 break

@@ -23,9 +23,9 @@ from tests.integration.pipeline_kit import (
     account,
     apply_topics,
     corpus,
-    envelope,
     create,
     data,
+    envelope,
     expected_outcomes,
     observe,
     publish,
@@ -50,8 +50,11 @@ async def test_every_record_has_exactly_one_outcome(
     try:
         await publish(broker.bootstrap, _admission(settings), records)
         observed = await wait_for_outcomes(
-            broker, settings, sum(map(len, expected.admitted.values())) + expected.refused,
-            timeout=120, workers=[worker],
+            broker,
+            settings,
+            sum(map(len, expected.admitted.values())) + expected.refused,
+            timeout=120,
+            workers=[worker],
         )
         print(account(records, expected, observed))
         metrics = worker.metrics()
@@ -93,7 +96,9 @@ async def test_producer_retries_never_create_a_second_log_record(
     finally:
         worker.stop()
     assert [e["causationId"] for e in observed.events] == [
-        first["envelope"]["correlationId"], second["envelope"]["correlationId"]]
+        first["envelope"]["correlationId"],
+        second["envelope"]["correlationId"],
+    ]
     assert [e["sequence"] for e in observed.events] == [0, 1]
     print(account(records, expected, observed))
 
@@ -125,8 +130,7 @@ async def test_crash_safety_under_sigkill(
         # Keep killing while the backlog drains, then let the last incarnation finish.
         await asyncio.sleep(12)
         chaos.cancel()
-        observed = await wait_for_outcomes(broker, settings, total, timeout=400,
-                                           workers=[worker])
+        observed = await wait_for_outcomes(broker, settings, total, timeout=400, workers=[worker])
         await asyncio.sleep(2)  # a duplicate would surface now; the accounting would catch it
         observed = await observe(broker, settings)
     finally:
@@ -153,8 +157,9 @@ async def test_two_workers_keep_per_run_order_across_a_rebalance(
         await publish(broker.bootstrap, _admission(settings), records[half:], pace=0.2)
         await asyncio.sleep(3)
         first.stop()  # and back again: everything moves to the second worker
-        observed = await wait_for_outcomes(broker, settings, total, timeout=240,
-                                           workers=[first, second])
+        observed = await wait_for_outcomes(
+            broker, settings, total, timeout=240, workers=[first, second]
+        )
     finally:
         first.stop()
         second.stop()
@@ -164,7 +169,6 @@ async def test_two_workers_keep_per_run_order_across_a_rebalance(
 async def test_publish_command_prints_each_outcome(
     broker: Broker, settings: Settings, tmp_path: Path
 ) -> None:
-    import os
     import subprocess
     import sys
 
@@ -179,7 +183,11 @@ async def test_publish_command_prints_each_outcome(
     try:
         done = subprocess.run(
             [sys.executable, "-m", "app.shell.cli", "publish", str(path), "--wait", "90"],
-            env=worker.env(), capture_output=True, text=True, timeout=150, check=False,
+            env=worker.env(),
+            capture_output=True,
+            text=True,
+            timeout=150,
+            check=False,
         )
     finally:
         worker.stop()
@@ -201,8 +209,9 @@ async def test_an_oversize_record_is_refused_before_parsing_with_its_bytes_kept(
     run = "run-oversize"
     huge = b'{"runId": "run-oversize", "pad": "' + b"x" * (2 * 1024 * 1024) + b'"}'
     small = envelope(run, 1, [create("s")], "s")
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap,
-                                max_request_size=5 * 1024 * 1024)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=broker.bootstrap, max_request_size=5 * 1024 * 1024
+    )
     await producer.start()
     try:
         await producer.send_and_wait(_admission(settings), huge, key=run.encode())
@@ -239,12 +248,28 @@ async def test_a_record_the_log_will_not_take_is_dead_lettered_and_does_not_stal
     ]
     await ensure_topics(broker.bootstrap, specs)
     run = "run-unrecordable"
-    big = envelope(run, 0, [create("s"), {"version": "v0.9", "updateComponents": {
-        "surfaceId": "s", "components": [
-            {"id": f"t{i}", "component": "Text", "text": "x" * 4000} for i in range(15)]}}], "s")
+    big = envelope(
+        run,
+        0,
+        [
+            create("s"),
+            {
+                "version": "v0.9",
+                "updateComponents": {
+                    "surfaceId": "s",
+                    "components": [
+                        {"id": f"t{i}", "component": "Text", "text": "x" * 4000} for i in range(15)
+                    ],
+                },
+            },
+        ],
+        "s",
+    )
     after = envelope(run, 1, [create("s2")], "s2")
-    records = [Published(run, run.encode(), orjson.dumps(r), r["envelope"]["correlationId"])
-               for r in (big, after)]
+    records = [
+        Published(run, run.encode(), orjson.dumps(r), r["envelope"]["correlationId"])
+        for r in (big, after)
+    ]
     worker = WorkerProcess(broker, settings, "w1", tmp_path)
     worker.start()
     try:
@@ -258,4 +283,5 @@ async def test_a_record_the_log_will_not_take_is_dead_lettered_and_does_not_stal
     assert letter["original"]["base64"] == ""
     # The next record of the run was still admitted, at sequence 0 (nothing was recorded before).
     assert [(e["causationId"], e["sequence"]) for e in observed.events] == [
-        (after["envelope"]["correlationId"], 0)]
+        (after["envelope"]["correlationId"], 0)
+    ]

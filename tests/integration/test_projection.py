@@ -30,24 +30,46 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
 def _components(sid: str, texts: list[str]) -> dict:
-    return {"version": "v0.9", "updateComponents": {"surfaceId": sid, "components": [
-        {"id": "root", "component": "Column", "children": [f"t{i}" for i in range(len(texts))]},
-        *[{"id": f"t{i}", "component": "Text", "text": t} for i, t in enumerate(texts)],
-    ]}}
+    return {
+        "version": "v0.9",
+        "updateComponents": {
+            "surfaceId": sid,
+            "components": [
+                {
+                    "id": "root",
+                    "component": "Column",
+                    "children": [f"t{i}" for i in range(len(texts))],
+                },
+                *[{"id": f"t{i}", "component": "Text", "text": t} for i, t in enumerate(texts)],
+            ],
+        },
+    }
 
 
 def _v1(run: str, n: int, title: str) -> dict:
     rec = envelope(run, n, [], "unused")
     rec["envelope"]["schemaVersion"] = 1
-    rec["envelope"]["payload"] = {"catalogVersion": "0.9.1", "surface": {"title": title,
-        "components": [{"component": "heading", "text": title, "level": 2},
-                       {"component": "action.button", "id": "go", "label": "Go",
-                        "action": {"target": "resume"}}]}}
+    rec["envelope"]["payload"] = {
+        "catalogVersion": "0.9.1",
+        "surface": {
+            "title": title,
+            "components": [
+                {"component": "heading", "text": title, "level": 2},
+                {
+                    "component": "action.button",
+                    "id": "go",
+                    "label": "Go",
+                    "action": {"target": "resume"},
+                },
+            ],
+        },
+    }
     return rec
 
 
-async def _collect(client: SubscriberClient, key: tuple[str, str], last: int,
-                   stop: asyncio.Event, out: dict) -> None:
+async def _collect(
+    client: SubscriberClient, key: tuple[str, str], last: int, stop: asyncio.Event, out: dict
+) -> None:
     """Record every delivered surface until ``key`` is delivered at sequence ``last``."""
     async for delivered in client.surfaces(stop):
         held = delivered.surface
@@ -67,49 +89,80 @@ async def test_full_and_delta_subscribers_reconstruct_the_same_surfaces(
     for n in range(1, 12):
         texts = [f"text {n}", "b", *(["extra"] if n % 3 == 0 else [])]
         records.append(envelope(run, n, [_components("s", texts), data("s", {"n": n})], "s"))
-    published = [Published(run, run.encode(), orjson.dumps(r), r["envelope"]["correlationId"])
-                 for r in records]
+    published = [
+        Published(run, run.encode(), orjson.dumps(r), r["envelope"]["correlationId"])
+        for r in records
+    ]
     worker = WorkerProcess(broker, settings, "w1", tmp_path)
     worker.start()
-    full = SubscriberClient(broker.bootstrap, f"full-{settings.app_id}", runs=[run],
-                            settings=settings)
-    delta = SubscriberClient(broker.bootstrap, f"delta-{settings.app_id}", runs=[run],
-                             delta=True, full_every=1000, settings=settings)
+    full = SubscriberClient(
+        broker.bootstrap, f"full-{settings.app_id}", runs=[run], settings=settings
+    )
+    delta = SubscriberClient(
+        broker.bootstrap,
+        f"delta-{settings.app_id}",
+        runs=[run],
+        delta=True,
+        full_every=1000,
+        settings=settings,
+    )
     try:
         await full.register()
         await delta.register()
         await asyncio.sleep(0)  # the registrations are on the topic before any envelope
-        await publish(broker.bootstrap, next(s.name for s in desired_for(settings)
-                                             if s.id == "admission"), published)
-        observed = await wait_for_outcomes(broker, settings, len(records), timeout=120,
-                                           workers=[worker])
+        await publish(
+            broker.bootstrap,
+            next(s.name for s in desired_for(settings) if s.id == "admission"),
+            published,
+        )
+        observed = await wait_for_outcomes(
+            broker, settings, len(records), timeout=120, workers=[worker]
+        )
         got_full: dict = {}
         got_delta: dict = {}
         stop_full, stop_delta = asyncio.Event(), asyncio.Event()
         key = (run, "s")
-        await asyncio.wait_for(asyncio.gather(
-            _collect(full, key, len(records) - 1, stop_full, got_full),
-            _collect(delta, key, len(records) - 1, stop_delta, got_delta),
-        ), timeout=120)
+        await asyncio.wait_for(
+            asyncio.gather(
+                _collect(full, key, len(records) - 1, stop_full, got_full),
+                _collect(delta, key, len(records) - 1, stop_delta, got_delta),
+            ),
+            timeout=120,
+        )
         # A delta that would smuggle an out-of-profile component in (RFC 0114's negative
         # example, v2 flavour): the client must fail closed, ask for a resync, and get exactly
         # the real surface back as one full frame.
         last = got_delta[key].sequence
-        evil = {"kind": "delta", "runId": run, "surfaceId": "s", "version": 2,
-                "surfaceRef": "evt-evil-000000000000", "baseSequence": last,
-                "sequence": last + 1, "trust": "trusted", "partial": False,
-                "actionsEnabled": True,
-                "patch": [{"op": "add", "path": "/components/evil",
-                           "value": {"id": "evil", "component": "Image",
-                                     "url": "https://evil.example/x.png"}}]}
+        evil = {
+            "kind": "delta",
+            "runId": run,
+            "surfaceId": "s",
+            "version": 2,
+            "surfaceRef": "evt-evil-000000000000",
+            "baseSequence": last,
+            "sequence": last + 1,
+            "trust": "trusted",
+            "partial": False,
+            "actionsEnabled": True,
+            "patch": [
+                {
+                    "op": "add",
+                    "path": "/components/evil",
+                    "value": {
+                        "id": "evil",
+                        "component": "Image",
+                        "url": "https://evil.example/x.png",
+                    },
+                }
+            ],
+        }
         producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
         await producer.start()
         await producer.send_and_wait(delta.topic, orjson.dumps(evil), key=b"run/s")
         await producer.stop()
         after: dict = {}
         stop_after = asyncio.Event()
-        await asyncio.wait_for(
-            _collect_resync(delta, key, stop_after, after), timeout=120)
+        await asyncio.wait_for(_collect_resync(delta, key, stop_after, after), timeout=120)
     finally:
         worker.stop()
     materialized = replay(observed.events)
@@ -129,8 +182,9 @@ async def test_full_and_delta_subscribers_reconstruct_the_same_surfaces(
     assert delta.resyncs_requested == 1
 
 
-async def _collect_resync(client: SubscriberClient, key: tuple[str, str], stop: asyncio.Event,
-                          out: dict) -> None:
+async def _collect_resync(
+    client: SubscriberClient, key: tuple[str, str], stop: asyncio.Event, out: dict
+) -> None:
     """Read the subscriber topic again from its start with the view the client already holds:
     old frames are re-applied (idempotent or refused as out of date), then the poisoned delta,
     then the resync answer."""
@@ -158,20 +212,38 @@ async def test_subscribe_command_prints_validated_surfaces(
     worker.start()
     out = open(tmp_path / "subscribe.out", "w+")  # noqa: SIM115
     cli = subprocess.Popen(
-        [sys.executable, "-m", "app.shell.cli", "subscribe", "--run", run, "--delta",
-         "--id", "cli-test"], env=worker.env(), stdout=out, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "app.shell.cli",
+            "subscribe",
+            "--run",
+            run,
+            "--delta",
+            "--id",
+            "cli-test",
+        ],
+        env=worker.env(),
+        stdout=out,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         # Wait (bounded) until the registration is live, then publish two updates.
         deadline = time.monotonic() + 60
-        while "subscribed as cli-test" not in (cli.stderr.readline() if cli.poll() is None
-                                               else "subscribed as cli-test"):
+        while "subscribed as cli-test" not in (
+            cli.stderr.readline() if cli.poll() is None else "subscribed as cli-test"
+        ):
             assert time.monotonic() < deadline
-        records = [envelope(run, 0, [create("s"), _components("s", ["hello"])], "s"),
-                   envelope(run, 1, [_components("s", ["hello again"])], "s")]
-        await publish(broker.bootstrap, next(s.name for s in desired_for(settings)
-                                             if s.id == "admission"),
-                      [Published(run, run.encode(), orjson.dumps(r), None) for r in records])
+        records = [
+            envelope(run, 0, [create("s"), _components("s", ["hello"])], "s"),
+            envelope(run, 1, [_components("s", ["hello again"])], "s"),
+        ]
+        await publish(
+            broker.bootstrap,
+            next(s.name for s in desired_for(settings) if s.id == "admission"),
+            [Published(run, run.encode(), orjson.dumps(r), None) for r in records],
+        )
         lines: list[dict] = []
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

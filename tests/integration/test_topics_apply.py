@@ -27,7 +27,11 @@ def _apply(broker: Broker, settings: Settings, **env: str) -> subprocess.Complet
     }
     return subprocess.run(
         [sys.executable, "-m", "app.shell.cli", "topics", "apply"],
-        capture_output=True, text=True, env=full_env, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+        check=False,
     )
 
 
@@ -43,12 +47,16 @@ def test_apply_creates_then_changes_nothing(broker: Broker, settings: Settings) 
     assert "nothing to do" in second.stdout
 
 
-def test_apply_reports_partition_drift_with_nonzero_exit(broker: Broker, settings: Settings) -> None:
+def test_apply_reports_partition_drift_with_nonzero_exit(
+    broker: Broker, settings: Settings
+) -> None:
     # The run topics exist with 3 partitions; the operator now asks for 4: that is drift.
     assert _apply(broker, settings).returncode == 0
     drifted = _apply(broker, settings, A2UI_STREAM_PARTITIONS="4")
     assert drifted.returncode == 1
-    assert f"DRIFT    {settings.topic_prefix}admission: partitions is 3, expected 4" in drifted.stdout
+    assert (
+        f"DRIFT    {settings.topic_prefix}admission: partitions is 3, expected 4" in drifted.stdout
+    )
     # Drift is reported, never "fixed": the topic keeps its 3 partitions.
     again = _apply(broker, settings)
     assert again.returncode == 0, again.stdout
@@ -68,7 +76,11 @@ def test_apply_without_a_broker_says_what_to_do(settings: Settings) -> None:
     env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP"}
     result = subprocess.run(
         [sys.executable, "-m", "app.shell.cli", "topics", "apply"],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 2
     assert "KAFKA_BOOTSTRAP" in result.stderr

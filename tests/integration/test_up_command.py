@@ -38,13 +38,21 @@ def test_up_runs_the_embedded_broker_and_a_worker_until_ctrl_c(tmp_path) -> None
     port = _free_port()
     # The README's run command on a laptop: nothing set, the embedded broker by explicit choice
     # (so even under A2UI_STREAM_REQUIRE_KAFKA=1 this is not a fallback).
-    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP", "A2UI_STREAM_BROKER")}
-    env.update(A2UI_STREAM_WEB_PORT=str(port), A2UI_STREAM_DATA_DIR=str(tmp_path / "data"),
-               A2UI_STREAM_APP_ID=f"a2ui-up-{port}")
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP", "A2UI_STREAM_BROKER")
+    }
+    env.update(
+        A2UI_STREAM_WEB_PORT=str(port),
+        A2UI_STREAM_DATA_DIR=str(tmp_path / "data"),
+        A2UI_STREAM_APP_ID=f"a2ui-up-{port}",
+    )
     out = open(tmp_path / "up.log", "w+")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.shell.cli", "up"], stdout=out, stderr=subprocess.STDOUT,
-        env=env, cwd=tmp_path,
+        [sys.executable, "-m", "app.shell.cli", "up"],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=tmp_path,
     )
     try:
         deadline = time.monotonic() + 90
