@@ -118,7 +118,6 @@ def json_equal(a: Any, b: Any) -> bool:
 
 
 _WALK_DEPTH = 2  # the root and a wide container under it (components): where sharing pays off
-_SORT = orjson.OPT_SORT_KEYS
 _dumps = orjson.dumps
 
 
@@ -149,8 +148,10 @@ def _equal(a: Any, b: Any, depth: int) -> bool:
 
 def _same(a: Any, b: Any) -> bool:
     """Strict equality, done in C where possible: Python's ``==`` (which skips identical
-    objects) rules out every difference except ``True == 1`` / ``1 == 1.0``; sorted orjson
-    bytes then tell those apart. Values orjson cannot encode are walked in Python."""
+    objects) rules out every difference except ``True == 1`` and ``1 == 1.0``; equal orjson
+    bytes then prove equality. Otherwise (a key-order difference, ``-0.0`` against ``0.0``, a
+    bool against a number, or a value orjson cannot encode) the values are walked in Python,
+    with the same rules as ``json_equal``."""
     if a is b:
         return True
     ta = type(a)
@@ -158,12 +159,12 @@ def _same(a: Any, b: Any) -> bool:
         return False
     if ta is not dict and ta is not list:
         return True
-    try:  # the same bytes: strictly equal; else maybe only a key-order difference
-        return orjson.dumps(a) == orjson.dumps(b) or (
-            orjson.dumps(a, option=_SORT) == orjson.dumps(b, option=_SORT)
-        )
+    try:
+        if _dumps(a) == _dumps(b):
+            return True
     except (TypeError, orjson.JSONEncodeError):
-        return _walk_equal(a, b)
+        pass
+    return _walk_equal(a, b)
 
 
 def _walk_equal(a: Any, b: Any) -> bool:
@@ -275,13 +276,18 @@ def _run(a: list[Any], b: list[Any], limit: int, strict: bool, tail: bool = Fals
     equal: identity or ``==`` (in C, stopping at the first difference). Strictly, the run found
     is then confirmed with orjson bytes (``True == 1`` in Python, not in JSON)."""
     count = 0
-    pairs = zip(reversed(a), reversed(b), strict=False) if tail else zip(a, b, strict=False)
-    for x, y in pairs:
-        if count >= limit or (x is not y and x != y):
-            break
-        count += 1
+    la, lb = len(a), len(b)
+    if tail and limit and a[la - limit :] == b[lb - limit :]:
+        count = limit  # everything after the head is equal (one slice comparison in C)
+    elif tail and limit > 1 and a[la - limit + 1 :] == b[lb - limit + 1 :]:
+        count = limit - 1  # the common case: one element changed right after the head
+    else:
+        pairs = zip(reversed(a), reversed(b), strict=False) if tail else zip(a, b, strict=False)
+        for x, y in pairs:
+            if count >= limit or (x is not y and x != y):
+                break
+            count += 1
     if strict and count:
-        la, lb = len(a), len(b)
         x, y = (a[la - count :], b[lb - count :]) if tail else (a[:count], b[:count])
         if not _same(x, y):  # a True == 1 inside: count one by one
             count = 0

@@ -296,6 +296,9 @@ def test_patch_json_equal_is_strict_on_types() -> None:
     assert not json_equal({"a": 0}, {"a": False})
     assert json_equal({"a": 1, "b": 2}, {"b": 2, "a": 1})
     assert not json_equal([1, 2], [2, 1])
+    # -0.0 and 0.0 are the same JSON number, at any depth, whatever bytes orjson writes
+    assert json_equal(-0.0, 0.0) and json_equal([[[[-0.0]]]], [[[[0.0]]]])
+    assert diff({"a": [[[-0.0]]]}, {"a": [[[0.0]]]}) == []
 
 
 # --- the law, on arbitrary JSON ----------------------------------------------------------------
