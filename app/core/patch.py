@@ -9,8 +9,8 @@ Subtrees that are the SAME object in ``old`` and ``new`` (structural sharing, as
 ``app.core.surfaces`` produces) are skipped without being walked.
 
 Equality is JSON equality, strict on types: ``1`` and ``true`` differ, ``1`` and ``1.0``
-differ (orjson writes them differently), object key order does not matter (RFC 8259 objects
-are unordered).
+differ (orjson writes them differently), ``-0.0`` equals ``0.0``, object key order does not
+matter (RFC 8259 objects are unordered).
 
 The applier raises ``PatchError`` (a ``ValueError``) for every invalid patch: a pure function
 over untrusted input that signals "this frame is unusable"; the subscriber turns it into a
@@ -203,7 +203,10 @@ def verified_diff(old: Any, new: Any) -> list[dict[str, Any]] | None:
     strict on types), else ``None``: the caller then sends a full frame (issue 5 §3: every
     delta is verified before it is sent)."""
     for strict in (False, True):
-        patch = _compute(old, new, strict)
+        try:
+            patch = _compute(old, new, strict)
+        except RecursionError:  # deeper than any recorded event can be: send a full frame
+            return None
         if _reproduces(old, new, patch):
             return patch
     return None

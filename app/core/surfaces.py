@@ -33,7 +33,8 @@ The v2 fold is web_core parity (a2ui-v09.md §5/§8; docs/admission.md decision 
 Decisions where web_core throws or is silent (the log holds only admitted envelopes, so the
 projector must never crash on one): data-model paths are RFC 6901 JSON Pointers (``~1`` -> ``/``,
 ``~0`` -> ``~``; empty tokens are the key ``""``), a primitive in the way, a non-numeric segment on
-an array (``-`` included) or an index more than ``MAX_INDEX_GAP`` past the end leave the data
+an array (``-`` included), an index more than ``MAX_INDEX_GAP`` past the end, or a value that
+would nest the model deeper than a frame can be encoded (``MAX_FRAME_DEPTH``) leave the data
 model UNCHANGED for that message and add a ``projection_warning`` to the change. An index past the
 end within the gap pads with ``null`` (web_core's sparse array serializes so).
 
@@ -57,6 +58,7 @@ from app.core.run_state import FoldStatus
 __all__ = [
     "V1_SURFACE_ID",
     "MAX_INDEX_GAP",
+    "MAX_FRAME_DEPTH",
     "Trust",
     "SurfaceKey",
     "Surface",
@@ -69,6 +71,10 @@ __all__ = [
 
 V1_SURFACE_ID = "~v1"
 MAX_INDEX_GAP = 1024  # a data-model index further past the end than this is refused (memory)
+# A frame must stay encodable: orjson writes at most 254 nested levels; a full v2 frame puts
+# the data model 3 levels down (frame -> surface -> dataModel), then one level per path token.
+MAX_FRAME_DEPTH = 250
+_FRAME_PREFIX = 3
 
 Trust = Literal["trusted", "untrusted"]
 _EMPTY: PMap[Any, Any] = PMap()
@@ -286,7 +292,12 @@ def _update_data(
     model = content["dataModel"]
     if not tokens:
         return {**content, "dataModel": inner["value"] if has_value else {}}
-    result = _set(model, tokens, inner["value"]) if has_value else _remove(model, tokens)
+    if has_value and _too_deep(inner["value"], MAX_FRAME_DEPTH - _FRAME_PREFIX - len(tokens)):
+        result: Any = (
+            f"the value would nest deeper than {MAX_FRAME_DEPTH} levels in a frame (orjson's limit)"
+        )
+    else:
+        result = _set(model, tokens, inner["value"]) if has_value else _remove(model, tokens)
     if isinstance(result, str):
         warnings.append(
             f"message {index}: updateDataModel path {str(path)[:120]!r}: {result}; "
@@ -294,6 +305,19 @@ def _update_data(
         )
         return content
     return content if result is model else {**content, "dataModel": result}
+
+
+def _too_deep(value: Any, budget: int) -> bool:
+    """Whether ``value`` nests more than ``budget`` containers deep (iterative)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > budget:
+                return True
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _digits(token: str) -> bool:

@@ -361,3 +361,14 @@ def test_patch_law_on_small_edits(pair: tuple[Any, Any]) -> None:
     patch = verified_diff(old, new)
     assert patch is not None
     assert json_equal(apply_patch(old, patch), new)
+
+
+def test_patch_verified_diff_gives_up_on_absurd_depth() -> None:
+    deep: Any = 1
+    for _ in range(5000):
+        deep = [deep]
+    assert verified_diff(deep, [0]) is not None  # different at the root: one replace
+    other: Any = 2
+    for _ in range(5000):
+        other = [other]
+    assert verified_diff(deep, other) is None  # a full frame instead, never a crash

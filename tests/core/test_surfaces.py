@@ -238,3 +238,16 @@ def test_surfaces_replay_equals_live_on_admitted_events() -> None:
     assert surface.trust == "untrusted" and surface.renderable and not surface.actions_enabled
     assert surface.content["dataModel"] == {}
     assert len(live.surfaces_of(adm.RUN)) == 2
+
+
+def test_surfaces_data_model_never_nests_deeper_than_a_frame_can_encode() -> None:
+    deep: Any = 1
+    for _ in range(200):
+        deep = {"d": deep}
+    path = "/" + "/".join(["p"] * 100)
+    state = fold(v2("s", create("s")))
+    _, (change,) = project(state, event(1, v2("s", data("s", path=path, value=deep))))
+    assert change.warnings and change.new.content["dataModel"] == {}
+    shallow = {"d": 1}
+    _, (change,) = project(state, event(1, v2("s", data("s", path=path, value=shallow))))
+    assert not change.warnings
