@@ -214,6 +214,12 @@ class Prepared:
         "change",
         "secrets",
         "tag",
+        "catalog",
+        "version",
+        "base_ref",
+        "base_sequence",
+        "shared_reason",
+        "_delta_reason",
         "_content",
         "_delta",
         "_full_bytes",
@@ -225,6 +231,13 @@ class Prepared:
         self.change = change
         self.secrets = secrets
         self.tag = redaction_tag(secrets)
+        new, old = change.new, change.old
+        self.catalog, self.version = new.catalog, new.version
+        self.base_ref = None if old is None else old.surface_ref
+        self.base_sequence = None if old is None else old.sequence
+        # a full-frame reason that holds for every delta subscriber alike
+        self.shared_reason = "deleted" if new.status == "deleted" else None
+        self._delta_reason: str | None = None
         self._content: Any = _UNSET
         self._delta: Any = _UNSET
         self._full_bytes: bytes | None = None
@@ -269,6 +282,14 @@ class Prepared:
         result: list[dict[str, Any]] | str = self._delta
         return result
 
+    @property
+    def delta_reason(self) -> str:
+        """``"delta"``, or why this change has no delta (``"empty"``, ``"unverified"``)."""
+        if self._delta_reason is None:
+            delta = self.delta
+            self._delta_reason = delta if isinstance(delta, str) else "delta"
+        return self._delta_reason
+
     def full_bytes(self) -> bytes:
         if self._full_bytes is None:
             self._full_bytes = encode_frame(full_frame(self.change.new, self.content))
@@ -302,19 +323,18 @@ def _reason(prepared: Prepared, sub: Subscription, cursor: SubscriberCursor | No
         return "full-only"
     if cursor.out_of_sync:
         return "resync"
-    new, old = prepared.change.new, prepared.change.old
-    if new.deleted:
-        return "deleted"
-    if cursor.catalog != new.catalog or cursor.version != new.version:
+    shared = prepared.shared_reason  # the checks that do not depend on the subscriber
+    if shared is not None:
+        return shared
+    if cursor.catalog != prepared.catalog or cursor.version != prepared.version:
         return "catalog"
     if cursor.redaction != prepared.tag:
         return "secrets"
     if cursor.deltas_since_full >= sub.full_every:
         return "full-every"
-    if old is None or cursor.surface_ref != old.surface_ref or cursor.sequence != old.sequence:
+    if cursor.sequence != prepared.base_sequence or cursor.surface_ref != prepared.base_ref:
         return "not-in-sync"
-    delta = prepared.delta
-    return delta if isinstance(delta, str) else "delta"
+    return prepared.delta_reason
 
 
 def choose(
