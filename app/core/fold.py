@@ -19,6 +19,7 @@ May import: the standard library and app.core.* (pure).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from app.core.pmap import PMap
@@ -115,11 +116,29 @@ def _run(status: FoldStatus, kinds: Sequence[str]) -> tuple[FoldStatus, int | No
     return status, None, ""
 
 
+# Envelopes repeat a handful of message-kind sequences (create+update+data, update, data, ...),
+# so the walks over the table are memoized per (status, kinds): one C-level lookup instead of a
+# Python loop per message, twice per admitted envelope (the guard, then the fold). Bounded: an
+# envelope has at most 64 messages and the cache at most 4096 sequences.
+_run_tuple = lru_cache(maxsize=4096)(_run)
+
+
+def _through(status: FoldStatus, kinds: tuple[str, ...]) -> FoldStatus:
+    """The status after ``kinds``; an impossible step keeps the status (recorded events are
+    never re-validated, §8)."""
+    for kind in kinds:
+        status = TRANSITIONS.get((status, kind), status)
+    return status
+
+
+_through_tuple = lru_cache(maxsize=4096)(_through)
+
+
 def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violation | None:
     """Check one envelope's message ``kinds`` (in order, see ``kinds_of``) against a surface
     currently in ``status``. One illegal message refuses the whole envelope (§6)."""
     before = status
-    status, index, kind = _run(status, kinds)
+    status, index, kind = _run_tuple(status, kinds) if type(kinds) is tuple else _run(status, kinds)
     if index is None:
         return None
     return Violation(
@@ -143,10 +162,9 @@ _NO_NODES: frozenset[str] = frozenset()
 _make: Any = tuple.__new__
 
 
-def _record_correlation(
-    state: RunState, correlation_id: str, kind: str, rec: Recorded, partial: Any
-) -> PMap[str, Correlation]:
-    old = state.correlations.get(correlation_id)
+def _correlation_entry(
+    old: Correlation | None, kind: str, rec: Recorded, partial: Any
+) -> Correlation:
     chunks: PMap[int, Recorded] = EMPTY if old is None else old.chunks
     final = True
     if partial is not None and isinstance(partial, dict):  # E1 chunk
@@ -156,12 +174,21 @@ def _record_correlation(
         final = partial.get("isPartial") is not True
     complete = final or (old is not None and old.complete)
     entry: Correlation = _make(Correlation, (kind, rec, complete, chunks))
-    return state.correlations.set(correlation_id, entry)
+    return entry
+
+
+def _single(node_id: str) -> frozenset[str]:
+    return frozenset((node_id,))
+
+
+# Most surfaces are bound to one nodeId: share one frozenset per id instead of building a set and
+# a frozenset for every new surface (a frozenset is immutable, so sharing it is safe).
+_single_node = lru_cache(maxsize=4096)(_single)
 
 
 def _fold_surface(
     old: SurfaceState | None,
-    kinds: Sequence[str],
+    kinds: tuple[str, ...],
     untrusted: bool,
     node_id: Any,
     partial: bool,
@@ -172,11 +199,9 @@ def _fold_surface(
         node_ids, tainted = _NO_NODES, untrusted
     else:
         status, node_ids, tainted = old.status, old.node_ids, untrusted or old.tainted
-    for kind in kinds:
-        # Recorded events are never re-validated (§8): an impossible step keeps the status.
-        status = TRANSITIONS.get((status, kind), status)
+    status = _through_tuple(status, kinds)
     if node_id is not None and node_id not in node_ids and isinstance(node_id, str):
-        node_ids = node_ids | {node_id}
+        node_ids = node_ids | {node_id} if node_ids else _single_node(node_id)
     # tainted: RFC 0209 §C.12, sticky per (runId, surfaceId)
     folded: SurfaceState = _make(SurfaceState, (status, tainted, node_ids, partial, rec))
     return folded
@@ -200,13 +225,22 @@ def apply_with(state: RunState, event: Mapping[str, Any], kinds: Sequence[str] |
     )
     node_id = envelope.get("nodeId")
     kind = event["type"]
-    correlations = _record_correlation(state, envelope["correlationId"], kind, rec, partial)
+    correlations = state.correlations
+    correlation_id = envelope["correlationId"]
+    old = correlations.get(correlation_id)
+    if old is None and partial is None:  # the common case: the first, complete emission (§2)
+        entry: Correlation = _make(Correlation, (kind, rec, True, EMPTY))
+    else:
+        entry = _correlation_entry(old, kind, rec, partial)
+    correlations = correlations.set(correlation_id, entry)
     surfaces, v1 = state.surfaces, state.v1_surface
     body = envelope.get("payload")
     if kind == SURFACE_KIND and isinstance(body, dict) and body.get("version") == "v0.9":
         sid = body["surfaceId"]
         if kinds is None:
             kinds = kinds_of(body["messages"])
+        elif type(kinds) is not tuple:
+            kinds = tuple(kinds)
         folded = _fold_surface(surfaces.get(sid), kinds, untrusted, node_id, is_partial, rec)
         surfaces = surfaces.set(sid, folded)
     elif kind == SURFACE_KIND:

@@ -99,7 +99,9 @@ class RunState(NamedTuple):
     @classmethod
     def initial(cls, run_id: str) -> RunState:
         """The state of a run with an empty log."""
-        return cls(run_id)
+        # tuple.__new__ skips the generated __new__ frame (every fresh run's first decision)
+        state: RunState = tuple.__new__(cls, (run_id, 0, EMPTY, EMPTY, None))
+        return state
 
     def surface_status(self, surface_id: str) -> FoldStatus:
         found = self.surfaces.get(surface_id)
