@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import orjson
 
 from app.core.cross_field import kinds_and_cross_field
-from app.core.fold import apply_with, guard
+from app.core.fold import NOT_LOOKED_UP, apply_with, guard
 from app.core.policy import SURFACE_KIND, UNIVERSAL_KINDS, HostPolicy
 from app.core.redaction import Secrets, prepare, redact, redact_text
 from app.core.refusal import Violation
@@ -135,6 +135,8 @@ class _Ctx:
         "v2",
         "kinds",
         "cross",
+        "correlation",
+        "surface",
     )
 
     def __init__(self, record: Any, state: RunState | None, policy: HostPolicy, rules: Rules):
@@ -153,6 +155,10 @@ class _Ctx:
         self.kinds: tuple[str, ...] | None = None
         # the cross-field verdict, found in the branch step's pass over the messages
         self.cross: Violation | None = None
+        # what the state holds for the correlationId and surfaceId (E2 and the guard looked them
+        # up; the fold reuses them when the keys are the recorded ones, i.e. without secrets)
+        self.correlation: Any = NOT_LOOKED_UP
+        self.surface: Any = NOT_LOOKED_UP
 
     def key(self, text: str) -> str:
         """A state key as it will appear in the recorded (SR-1 redacted) log."""
@@ -205,6 +211,8 @@ def _correlation(ctx: _Ctx) -> Violation | Deduplicated | None:
     if ctx.secrets:
         cid = ctx.key(cid)
     entry = ctx.state.correlations.get(cid)
+    if not ctx.secrets:
+        ctx.correlation = entry
     if entry is None:
         return None
     if entry.type != ctx.kind:  # §2 E2
@@ -293,7 +301,10 @@ def _fold(ctx: _Ctx) -> Violation | Deduplicated | None:
         return None
     payload = ctx.envelope["payload"]
     surface_id = payload["surfaceId"]
-    found = ctx.state.surfaces.get(ctx.key(surface_id) if ctx.secrets else surface_id)
+    if ctx.secrets:
+        found = ctx.state.surfaces.get(ctx.key(surface_id))
+    else:
+        found = ctx.surface = ctx.state.surfaces.get(surface_id)
     return guard("absent" if found is None else found.status, surface_id, ctx.kinds)
 
 
@@ -341,7 +352,7 @@ def _record(ctx: _Ctx, now: str, event_id: str | None) -> Admitted:
     # a tenth of a microsecond per field more than this on the hot path (bench admission).
     admitted: Admitted = _new_object(Admitted)
     _set_event(admitted, event)
-    _set_state(admitted, apply_with(state, event, ctx.kinds))
+    _set_state(admitted, apply_with(state, event, ctx.kinds, ctx.correlation, ctx.surface))
     _set_drift(admitted, ctx.drift)
     return admitted
 
