@@ -256,15 +256,42 @@ class ProjectorLoop:
         return spec.name
 
     async def _follow_registry(self, stopping: asyncio.Event) -> None:
-        async for key, value in _tail(
+        async for key, value, live in _tail(
             self.config.bootstrap, self.config.subscriptions_topic, stopping, from_beginning=True
         ):
+            sid = key.decode("utf-8", "replace") if key is not None else ""
+            before = self.registry.get(sid)
             self.registry, why = register(self.registry, key, value)
             if why is not None:
                 log.warning("projector: ignored a registration: %s", why)
+            after = self.registry.get(sid)
+            if live and after is not None and after != before:
+                async with self.lock:
+                    await self._catch_up(after)
+
+    async def _catch_up(self, sub: Any) -> None:
+        """A subscriber that registers (or changes) while runs it follows already have
+        surfaces gets one full frame of each now (RFC 0114: the host can materialize the full
+        surface for any subscriber at any time), not only at the next change."""
+        by_run: dict[str, list[Any]] = {}
+        for key, surface in self.projection.surfaces.items():
+            owned = self.partitions_of_runs.get(key.run_id) in self.owned
+            if owned and sub.follows(key.run_id):
+                by_run.setdefault(key.run_id, []).append(surface)
+        futures = []
+        target = frames.Subscription(sub.subscriber_id, sub.delta, sub.full_every)
+        for run_id, surfaces in by_run.items():
+            secrets = prepare(self.policy.secrets_for(run_id))
+            for send, cursor in frames.catch_up(surfaces, target, secrets=secrets):
+                key = SurfaceKey(run_id, cursor_surface(send))
+                self.cursors[(sub.subscriber_id, key)] = cursor
+                futures.append(await self._send(send, key))
+        for result in await asyncio.gather(*futures, return_exceptions=True):
+            if isinstance(result, BaseException):
+                self.failed[type(result).__name__] += 1
 
     async def _follow_resyncs(self, stopping: asyncio.Event) -> None:
-        async for _key, value in _tail(
+        async for _key, value, _live in _tail(
             self.config.bootstrap, self.config.resync_topic, stopping, from_beginning=False
         ):
             if value is None:
@@ -329,10 +356,21 @@ class ProjectorLoop:
         return lines
 
 
-async def _tail(bootstrap: str, topic: str, stopping: asyncio.Event, *, from_beginning: bool):  # type: ignore[no-untyped-def]
-    """Yield ``(key, value)`` of every record of ``topic`` (all partitions, no group)."""
+def cursor_surface(send: frames.Send) -> str:
+    """The surfaceId a full frame is about (catch-up frames are planned per surface)."""
+    return str(orjson.loads(send.frame)["surfaceId"])
+
+
+async def _tail(  # type: ignore[no-untyped-def]
+    bootstrap: str, topic: str, stopping: asyncio.Event, *, from_beginning: bool
+):
+    """Yield ``(key, value, live)`` for every record of ``topic`` (all partitions, no group);
+    ``live`` is false for records that were already there when the tail started."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest" if from_beginning else "latest",
     )
     await consumer.start()
     try:
@@ -344,10 +382,13 @@ async def _tail(bootstrap: str, topic: str, stopping: asyncio.Event, *, from_beg
             await consumer.seek_to_beginning(*tps)
         else:
             await consumer.seek_to_end(*tps)
+        # Measured: asking for the end offsets BEFORE seeking lost the records already on the
+        # topic (the position reset raced the seek), so the ends are read after it.
+        ends = await consumer.end_offsets(tps) if tps else {}
         while not stopping.is_set():
             batch = await consumer.getmany(timeout_ms=200)
-            for records in batch.values():
+            for tp, records in batch.items():
                 for record in records:
-                    yield record.key, record.value
+                    yield record.key, record.value, record.offset >= ends.get(tp, 0)
     finally:
         await consumer.stop()

@@ -260,3 +260,30 @@ async def test_subscribe_command_prints_validated_surfaces(
     assert last["surface"]["components"]["t0"]["text"] == "hello again"
     assert last["renderable"] is True and last["trust"] == "trusted"
     assert {line["frame"] for line in lines} <= {"full", "delta"}
+
+
+async def test_a_late_subscriber_gets_the_current_surfaces_at_once(
+    broker: Broker, settings: Settings, tmp_path: Path
+) -> None:
+    await apply_topics(broker, settings)
+    run = "run-late"
+    records = [envelope(run, 0, [create("s"), _components("s", ["early"])], "s"),
+               envelope(run, 1, [_components("s", ["current"])], "s")]
+    worker = WorkerProcess(broker, settings, "w1", tmp_path)
+    worker.start()
+    try:
+        await publish(broker.bootstrap, next(s.name for s in desired_for(settings)
+                                             if s.id == "admission"),
+                      [Published(run, run.encode(), orjson.dumps(r), None) for r in records])
+        await wait_for_outcomes(broker, settings, 2, timeout=120, workers=[worker])
+        # Registered only now: no further change will come, yet the surface must arrive.
+        late = SubscriberClient(broker.bootstrap, f"late-{settings.app_id}", runs=[run],
+                                delta=True, settings=settings)
+        await late.register()
+        got: dict = {}
+        stop = asyncio.Event()
+        await asyncio.wait_for(_collect(late, (run, "s"), 1, stop, got), timeout=90)
+    finally:
+        worker.stop()
+    assert got[(run, "s")].content["components"]["t0"]["text"] == "current"
+    assert got["_kinds"] == ["full"]
