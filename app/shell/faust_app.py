@@ -125,9 +125,33 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         ),
         policy_from(settings),
     )
-    metrics.extra.append(projector.render_metrics)
 
-    @app.service
+    if "validator" in settings.roles:
+        app.service(_validator_service(validator))
+    if "projector" in settings.roles:
+        metrics.extra.append(projector.render_metrics)
+        app.service(_projector_service(projector))
+
+    @app.page("/health")
+    async def health(web: Any, request: Any) -> Any:
+        return web.json(
+            {
+                "status": "ok",
+                "version": __version__,
+                "appId": settings.app_id,
+                "roles": sorted(settings.roles),
+                "topics": {topic_id: spec.name for topic_id, spec in specs.items()},
+            }
+        )
+
+    @app.page("/metrics")
+    async def metrics_page(web: Any, request: Any) -> Any:
+        return web.text(metrics.render(), content_type="text/plain; version=0.0.4")
+
+    return app, stream_topics
+
+
+def _validator_service(validator: ValidatorLoop) -> type[mode.Service]:
     class ValidatorService(mode.Service):
         """Runs the validator loop for the life of the worker."""
 
@@ -143,7 +167,10 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             self._stopping.set()
             await validator.stop()
 
-    @app.service
+    return ValidatorService
+
+
+def _projector_service(projector: ProjectorLoop) -> type[mode.Service]:
     class ProjectorService(mode.Service):
         """Runs the projector loop for the life of the worker."""
 
@@ -159,19 +186,4 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             self._stopping.set()
             await projector.stop()
 
-    @app.page("/metrics")
-    async def metrics_page(web: Any, request: Any) -> Any:
-        return web.text(metrics.render(), content_type="text/plain; version=0.0.4")
-
-    @app.page("/health")
-    async def health(web: Any, request: Any) -> Any:
-        return web.json(
-            {
-                "status": "ok",
-                "version": __version__,
-                "appId": settings.app_id,
-                "topics": {topic_id: spec.name for topic_id, spec in specs.items()},
-            }
-        )
-
-    return app, stream_topics
+    return ProjectorService

@@ -19,24 +19,81 @@ __all__ = ["VARIABLES", "Settings", "load_settings"]
 # (name, default, meaning). Defaults are for production, except where `a2ui-stream up` or the
 # tests set something else explicitly.
 VARIABLES: tuple[tuple[str, str, str], ...] = (
-    ("KAFKA_BOOTSTRAP", "", "Kafka bootstrap servers (host:port,...). Unset: the harness starts a broker."),
-    ("A2UI_STREAM_BROKER", "auto", "Force the harness path: auto, external, docker, kafka (local Apache Kafka) or tansu."),
-    ("A2UI_STREAM_REQUIRE_KAFKA", "0", "1: a test that needs a broker feature fails instead of skipping, and falling back to tansu is an error (set by .ci/run)."),
-    ("A2UI_STREAM_CACHE", "~/.cache/a2ui-stream", "Where the Apache Kafka jars are cached (outside the clone)."),
+    (
+        "KAFKA_BOOTSTRAP",
+        "",
+        "Kafka bootstrap servers (host:port,...). Unset: the harness starts a broker.",
+    ),
+    (
+        "A2UI_STREAM_BROKER",
+        "auto",
+        "Force the harness path: auto, external, docker, kafka (local Apache Kafka) or tansu.",
+    ),
+    (
+        "A2UI_STREAM_REQUIRE_KAFKA",
+        "0",
+        "1: a test that needs a broker feature fails instead of skipping, and falling back to tansu is an error (set by .ci/run).",
+    ),
+    (
+        "A2UI_STREAM_CACHE",
+        "~/.cache/a2ui-stream",
+        "Where the Apache Kafka jars are cached (outside the clone).",
+    ),
     ("A2UI_STREAM_TOPIC_PREFIX", "a2ui.", "Prefix of every topic name."),
-    ("A2UI_STREAM_PARTITIONS", "6", "Partitions of the co-partitioned run topics (admission, log, dead letters)."),
+    (
+        "A2UI_STREAM_PARTITIONS",
+        "6",
+        "Partitions of the co-partitioned run topics (admission, log, dead letters).",
+    ),
     ("A2UI_STREAM_REPLICATION", "1", "Replication factor of every topic."),
-    ("A2UI_STREAM_APP_ID", "a2ui-stream", "Faust app id: the consumer group and the prefix of internal topics."),
+    (
+        "A2UI_STREAM_APP_ID",
+        "a2ui-stream",
+        "Faust app id: the consumer group and the prefix of internal topics.",
+    ),
     ("A2UI_STREAM_WEB_HOST", "127.0.0.1", "Address the worker's web server binds."),
-    ("A2UI_STREAM_WEB_PORT", "6066", "Port of the worker's web server (/health, /metrics, OpenWOP HTTP)."),
+    (
+        "A2UI_STREAM_WEB_PORT",
+        "6066",
+        "Port of the worker's web server (/health, /metrics, OpenWOP HTTP).",
+    ),
     ("A2UI_STREAM_DATA_DIR", "./.a2ui-stream", "Worker data directory (Faust table state)."),
-    ("A2UI_STREAM_FAST_GROUPS", "0", "1: short consumer-group timeouts (joins in seconds); for laptops and tests, not production."),
-    ("A2UI_STREAM_FLOOR", "2", "Advertised schema version (floor) of ui.a2ui-surface: 2 (A2UI v0.9 profile) or 1 (v1 only)."),
-    ("A2UI_STREAM_STRICTNESS", "warn", "Envelope strictness below the floor: warn (validate as the floor version) or strict (refuse)."),
+    (
+        "A2UI_STREAM_FAST_GROUPS",
+        "0",
+        "1: short consumer-group timeouts (joins in seconds); for laptops and tests, not production.",
+    ),
+    (
+        "A2UI_STREAM_FLOOR",
+        "2",
+        "Advertised schema version (floor) of ui.a2ui-surface: 2 (A2UI v0.9 profile) or 1 (v1 only).",
+    ),
+    (
+        "A2UI_STREAM_STRICTNESS",
+        "warn",
+        "Envelope strictness below the floor: warn (validate as the floor version) or strict (refuse).",
+    ),
     ("A2UI_STREAM_LOG_LEVEL", "info", "Log level of the worker: debug, info, warning, error."),
-    ("A2UI_STREAM_WORKER_ID", "", "Stable id of this worker (default: the host name). The validator's transactional id derives from it, so a restarted worker fences its previous incarnation; give every worker of a group its own."),
-    ("A2UI_STREAM_TRANSACTIONS", "auto", "Kafka transactions for the validator: auto (use them when the broker grants them), on (required), off."),
-    ("A2UI_STREAM_MAX_RECORD_BYTES", "1048576", "Admission records larger than this are dead-lettered before parsing (record_too_large). At most 4 MiB: a dead letter keeps the original bytes (base64) and must fit the dead-letter topic's 8 MiB max.message.bytes."),
+    (
+        "A2UI_STREAM_WORKER_ID",
+        "",
+        "Stable id of this worker (default: the host name). The validator's transactional id derives from it, so a restarted worker fences its previous incarnation; give every worker of a group its own.",
+    ),
+    (
+        "A2UI_STREAM_TRANSACTIONS",
+        "auto",
+        "Kafka transactions for the validator: auto (use them when the broker grants them), on (required), off.",
+    ),
+    (
+        "A2UI_STREAM_ROLES",
+        "validator,projector",
+        "What this worker runs: validator (admission -> log), projector (log -> subscriber topics), or both. Split them to scale each stage on its own processes.",
+    ),
+    (
+        "A2UI_STREAM_MAX_RECORD_BYTES",
+        "1048576",
+        "Admission records larger than this are dead-lettered before parsing (record_too_large). At most 4 MiB: a dead letter keeps the original bytes (base64) and must fit the dead-letter topic's 8 MiB max.message.bytes.",
+    ),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
 
@@ -60,6 +117,7 @@ class Settings:
     worker_id: str
     transactions: str
     max_record_bytes: int
+    roles: frozenset[str]
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -94,10 +152,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         topic_prefix=env.get("A2UI_STREAM_TOPIC_PREFIX", _DEFAULTS["A2UI_STREAM_TOPIC_PREFIX"]),
         partitions=_int(env, "A2UI_STREAM_PARTITIONS", 1, 1024),
         replication=_int(env, "A2UI_STREAM_REPLICATION", 1, 16),
-        app_id=env.get("A2UI_STREAM_APP_ID", _DEFAULTS["A2UI_STREAM_APP_ID"]).strip() or "a2ui-stream",
+        app_id=env.get("A2UI_STREAM_APP_ID", _DEFAULTS["A2UI_STREAM_APP_ID"]).strip()
+        or "a2ui-stream",
         web_host=env.get("A2UI_STREAM_WEB_HOST", _DEFAULTS["A2UI_STREAM_WEB_HOST"]).strip(),
         web_port=_int(env, "A2UI_STREAM_WEB_PORT", 0, 65535),
-        data_dir=Path(env.get("A2UI_STREAM_DATA_DIR", _DEFAULTS["A2UI_STREAM_DATA_DIR"])).expanduser(),
+        data_dir=Path(
+            env.get("A2UI_STREAM_DATA_DIR", _DEFAULTS["A2UI_STREAM_DATA_DIR"])
+        ).expanduser(),
         fast_groups=_flag(env, "A2UI_STREAM_FAST_GROUPS"),
         floor=_int(env, "A2UI_STREAM_FLOOR", 1, 2),
         strictness=_choice(env, "A2UI_STREAM_STRICTNESS", ("warn", "strict")),
@@ -105,4 +166,16 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         worker_id=env.get("A2UI_STREAM_WORKER_ID", "").strip() or socket.gethostname(),
         transactions=_choice(env, "A2UI_STREAM_TRANSACTIONS", ("auto", "on", "off")),
         max_record_bytes=_int(env, "A2UI_STREAM_MAX_RECORD_BYTES", 1024, 4 * 1024 * 1024),
+        roles=_roles(env),
     )
+
+
+def _roles(env: Mapping[str, str]) -> frozenset[str]:
+    raw = env.get("A2UI_STREAM_ROLES", _DEFAULTS["A2UI_STREAM_ROLES"])
+    roles = frozenset(r.strip().lower() for r in raw.split(",") if r.strip())
+    unknown = roles - {"validator", "projector"}
+    if not roles or unknown:
+        raise OperatorError(
+            f"A2UI_STREAM_ROLES={raw!r}: list validator and/or projector, comma-separated"
+        )
+    return roles

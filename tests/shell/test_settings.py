@@ -33,8 +33,15 @@ def test_defaults_are_production_defaults() -> None:
         ({"A2UI_STREAM_STRICTNESS": "lenient"}, "A2UI_STREAM_STRICTNESS='lenient' must be one of"),
         ({"A2UI_STREAM_FLOOR": "3"}, "A2UI_STREAM_FLOOR=3 is out of range"),
         ({"A2UI_STREAM_BROKER": "rabbitmq"}, "A2UI_STREAM_BROKER='rabbitmq' must be one of"),
+        ({"A2UI_STREAM_ROLES": "validator,router"}, "A2UI_STREAM_ROLES='validator,router'"),
+        ({"A2UI_STREAM_ROLES": " , "}, "A2UI_STREAM_ROLES=' , '"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> None:
     with pytest.raises(OperatorError, match=fragment.replace("[", r"\[")):
         load_settings(env)
+
+
+def test_roles_default_to_both_stages() -> None:
+    assert load_settings({}).roles == frozenset({"validator", "projector"})
+    assert load_settings({"A2UI_STREAM_ROLES": "Projector"}).roles == frozenset({"projector"})
