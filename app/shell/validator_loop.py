@@ -70,7 +70,7 @@ class ValidatorConfig:
     max_record_bytes: int = 1_048_576
     fast_groups: bool = False
     max_batch: int = 5000
-    batch_ms: int = 50
+    batch_ms: int = 10
 
 
 @dataclass
