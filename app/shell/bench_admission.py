@@ -25,6 +25,7 @@ not to the test suite.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import statistics
@@ -278,10 +279,18 @@ def _samples(fn: Callable[[], object], iterations: int, warmup: int) -> list[flo
         fn()
     clock = time.perf_counter_ns
     out = []
-    for _ in range(iterations):
-        start = clock()
-        fn()
-        out.append((clock() - start) / 1000.0)
+    # As timeit does: collect first, then time with the cyclic GC off, so one contender's
+    # garbage (the pure-Python baseline makes plenty) is not collected during another's round.
+    # The worker itself runs with raised GC thresholds (app/shell/validator_loop.py).
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(iterations):
+            start = clock()
+            fn()
+            out.append((clock() - start) / 1000.0)
+    finally:
+        gc.enable()
     return out
 
 
