@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from app.core.admission import Admitted, decide
+from app.core.examples import rfc0209_positive_payload
 from app.core.policy import HostPolicy
 from app.core.refusal import Violation
 from app.core.run_state import RunState
@@ -68,51 +69,7 @@ def _envelope(payload: dict[str, Any], correlation_id: str) -> dict[str, Any]:
 
 def positive_record() -> dict[str, Any]:
     """The RFC 0209 §Examples positive payload in an admission record."""
-    sid = "approve-brief"
-    payload = {
-        "version": "v0.9",
-        "catalogId": BASIC,
-        "surfaceId": sid,
-        "messages": [
-            {"version": "v0.9", "createSurface": {"surfaceId": sid, "catalogId": BASIC}},
-            {
-                "version": "v0.9",
-                "updateComponents": {
-                    "surfaceId": sid,
-                    "components": [
-                        {"id": "root", "component": "Column", "children": ["h", "name", "submit"]},
-                        {"id": "h", "component": "Text", "text": "Launch brief", "variant": "h2"},
-                        {
-                            "id": "name",
-                            "component": "TextField",
-                            "label": "Product name",
-                            "value": {"path": "/name"},
-                            "checks": [
-                                {
-                                    "condition": {
-                                        "call": "required",
-                                        "args": {"value": {"path": "/name"}},
-                                    },
-                                    "message": "Required",
-                                }
-                            ],
-                        },
-                        {"id": "submit_label", "component": "Text", "text": "Submit"},
-                        {
-                            "id": "submit",
-                            "component": "Button",
-                            "child": "submit_label",
-                            "action": {
-                                "event": {"name": "resume", "context": {"name": {"path": "/name"}}}
-                            },
-                        },
-                    ],
-                },
-            },
-            {"version": "v0.9", "updateDataModel": {"surfaceId": sid, "value": {"name": ""}}},
-        ],
-    }
-    return {"runId": RUN_ID, "envelope": _envelope(payload, "corr-positive")}
+    return {"runId": RUN_ID, "envelope": _envelope(rfc0209_positive_payload(), "corr-positive")}
 
 
 def numbered_positive(i: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from app.core.admission import Admitted, Outcome, decide
+from app.core.examples import rfc0209_positive_payload
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.run_state import RunState
@@ -19,52 +20,7 @@ RUN = "tenant-a/run-0000000000000001"
 NOW = "2026-01-01T00:00:00Z"
 TS = "2026-01-01T00:00:00Z"
 
-POSITIVE: dict[str, Any] = {
-    "version": "v0.9",
-    "catalogId": BASIC,
-    "surfaceId": "approve-brief",
-    "messages": [
-        {"version": "v0.9", "createSurface": {"surfaceId": "approve-brief", "catalogId": BASIC}},
-        {
-            "version": "v0.9",
-            "updateComponents": {
-                "surfaceId": "approve-brief",
-                "components": [
-                    {"id": "root", "component": "Column", "children": ["h", "name", "submit"]},
-                    {"id": "h", "component": "Text", "text": "Launch brief", "variant": "h2"},
-                    {
-                        "id": "name",
-                        "component": "TextField",
-                        "label": "Product name",
-                        "value": {"path": "/name"},
-                        "checks": [
-                            {
-                                "condition": {
-                                    "call": "required",
-                                    "args": {"value": {"path": "/name"}},
-                                },
-                                "message": "Required",
-                            }
-                        ],
-                    },
-                    {"id": "submit_label", "component": "Text", "text": "Submit"},
-                    {
-                        "id": "submit",
-                        "component": "Button",
-                        "child": "submit_label",
-                        "action": {
-                            "event": {"name": "resume", "context": {"name": {"path": "/name"}}}
-                        },
-                    },
-                ],
-            },
-        },
-        {
-            "version": "v0.9",
-            "updateDataModel": {"surfaceId": "approve-brief", "value": {"name": ""}},
-        },
-    ],
-}
+POSITIVE: dict[str, Any] = rfc0209_positive_payload()
 
 V1_SURFACE: dict[str, Any] = {
     "catalogVersion": "0.9.1",

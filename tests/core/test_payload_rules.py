@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.core.examples import rfc0209_positive_payload
 from app.core.payload_rules import EXCLUSIONS, PayloadRules
 from app.core.refusal import CODES, Violation
 from app.shell.schema_files import load_schema_documents
@@ -34,56 +35,8 @@ def rules() -> PayloadRules:
 
 
 def positive() -> dict[str, Any]:
-    """The RFC 0209 §Examples positive payload, verbatim."""
-    return {
-        "version": "v0.9",
-        "catalogId": BASIC,
-        "surfaceId": "approve-brief",
-        "messages": [
-            {
-                "version": "v0.9",
-                "createSurface": {"surfaceId": "approve-brief", "catalogId": BASIC},
-            },
-            {
-                "version": "v0.9",
-                "updateComponents": {
-                    "surfaceId": "approve-brief",
-                    "components": [
-                        {"id": "root", "component": "Column", "children": ["h", "name", "submit"]},
-                        {"id": "h", "component": "Text", "text": "Launch brief", "variant": "h2"},
-                        {
-                            "id": "name",
-                            "component": "TextField",
-                            "label": "Product name",
-                            "value": {"path": "/name"},
-                            "checks": [
-                                {
-                                    "condition": {
-                                        "call": "required",
-                                        "args": {"value": {"path": "/name"}},
-                                    },
-                                    "message": "Required",
-                                }
-                            ],
-                        },
-                        {"id": "submit_label", "component": "Text", "text": "Submit"},
-                        {
-                            "id": "submit",
-                            "component": "Button",
-                            "child": "submit_label",
-                            "action": {
-                                "event": {"name": "resume", "context": {"name": {"path": "/name"}}}
-                            },
-                        },
-                    ],
-                },
-            },
-            {
-                "version": "v0.9",
-                "updateDataModel": {"surfaceId": "approve-brief", "value": {"name": ""}},
-            },
-        ],
-    }
+    """The RFC 0209 positive example (openwop-a2ui.md §4)."""
+    return rfc0209_positive_payload()
 
 
 def single(component: dict[str, Any]) -> dict[str, Any]:
