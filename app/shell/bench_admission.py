@@ -41,6 +41,7 @@ from app.core.examples import rfc0209_positive_payload
 from app.core.policy import HostPolicy
 from app.core.refusal import Violation
 from app.core.run_state import RunState
+from app.shell.bench_output import baseline_missing, emit
 
 __all__ = ["register", "add_parser", "run", "JsonschemaRules", "positive_record", "components_512"]
 
@@ -384,22 +385,11 @@ def run(args: argparse.Namespace) -> int:
     if args.iterations < 1:
         print("a2ui-stream bench admission: --iterations must be at least 1", file=sys.stderr)
         return 2
-    try:
-        import jsonschema  # noqa: F401
-        import referencing  # noqa: F401
-    except ImportError:
-        print(
-            "a2ui-stream bench admission: the baseline needs the pure-Python `jsonschema` "
-            "package, which is not installed; install the test extra: pip install -e '.[test]'",
-            file=sys.stderr,
-        )
+    if baseline_missing(
+        "admission", ("jsonschema", "referencing"), "the pure-Python `jsonschema` package"
+    ):
         return 2
-    result = measure(args.iterations)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
-    else:
-        print(_table(result))
-    return 0
+    return emit(measure(args.iterations), args.json, _table)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

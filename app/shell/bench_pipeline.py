@@ -37,6 +37,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from app.core.topic_plan import TopicSpec
 from app.shell.bench_admission import positive_record
+from app.shell.bench_output import emit
 from app.shell.broker import Broker, _free_port, start_broker
 from app.shell.kafka_io import read_topic
 from app.shell.settings import Settings, load_settings
@@ -292,8 +293,7 @@ def run(args: argparse.Namespace) -> int:
         print("a2ui-stream bench pipeline: --records must be at least 100", file=sys.stderr)
         return 2
     result = asyncio.run(measure(args.records, args.runs, args.partitions, args.rate))
-    print(orjson.dumps(result).decode() if args.json else _table(result))
-    return 0
+    return emit(result, args.json, _table)
 
 
 def register(bench_subparsers: Any) -> None:

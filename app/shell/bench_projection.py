@@ -37,6 +37,7 @@ from app.core.frames import SubscriberCursor, Subscription, plan
 from app.core.patch import PatchError, apply_patch, json_equal, verified_diff
 from app.core.policy import SURFACE_KIND, HostPolicy
 from app.core.surfaces import Projection, SurfaceChange, project
+from app.shell.bench_output import baseline_missing, emit
 
 __all__ = ["register", "add_parser", "run", "measure"]
 
@@ -460,21 +461,9 @@ def run(args: argparse.Namespace) -> int:
     if args.updates < 2:
         print("a2ui-stream bench projection: --updates must be at least 2", file=sys.stderr)
         return 2
-    try:
-        import jsonpatch  # noqa: F401
-    except ImportError:
-        print(
-            "a2ui-stream bench projection: the baseline needs the `jsonpatch` package "
-            "(pip install jsonpatch)",
-            file=sys.stderr,
-        )
+    if baseline_missing("projection", ("jsonpatch",), "the `jsonpatch` package"):
         return 2
-    result = measure(args.updates)
-    if args.json:
-        sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
-    else:
-        print(_table(result))
-    return 0
+    return emit(measure(args.updates), args.json, _table)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
