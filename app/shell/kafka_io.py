@@ -10,7 +10,38 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-__all__ = ["read_topic"]
+__all__ = ["MAX_FETCH_BYTES", "group_consumer", "partitions_of", "read_topic"]
+
+# The log, dead-letter and subscriber topics take records up to 8 MiB (topics/topics.json).
+MAX_FETCH_BYTES = 8 * 1024 * 1024
+
+
+def group_consumer(bootstrap: str, group_id: str, *, fast_groups: bool) -> AIOKafkaConsumer:
+    """A (not yet started) consumer-group member as the validator and the projector use it:
+    manual commits, ``read_committed``, from the earliest offset when the group has none; with
+    ``fast_groups`` the short timeouts that make a join take seconds (laptops and tests)."""
+    timeouts: dict[str, Any] = (
+        {"session_timeout_ms": 10000, "heartbeat_interval_ms": 1000, "rebalance_timeout_ms": 10000}
+        if fast_groups
+        else {}
+    )
+    return AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        max_partition_fetch_bytes=MAX_FETCH_BYTES,
+        **timeouts,
+    )
+
+
+async def partitions_of(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
+    """Every partition of ``topic``. A consumer without a subscription does not fetch the
+    topic's metadata by itself, and ``partitions_for_topic()`` would say it does not exist."""
+    consumer._client.add_topic(topic)  # noqa: SLF001
+    await consumer._client.force_metadata_update()  # noqa: SLF001
+    return [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
 
 
 async def read_topic(
@@ -28,11 +59,7 @@ async def read_topic(
     )
     await consumer.start()
     try:
-        # Ask for this topic's metadata explicitly: a consumer without a subscription does not
-        # fetch it, and partitions_for_topic() would say the topic does not exist.
-        consumer._client.add_topic(topic)
-        await consumer._client.force_metadata_update()
-        known = sorted(consumer.partitions_for_topic(topic) or [])
+        known = [tp.partition for tp in await partitions_of(consumer, topic)]
         if not known:
             return []
         tps = [TopicPartition(topic, p) for p in (partitions if partitions is not None else known)]

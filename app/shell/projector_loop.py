@@ -38,7 +38,7 @@ from app.core.redaction import prepare
 from app.core.subscriptions import Registry, register, subscribers_for
 from app.core.surfaces import Projection, SurfaceKey, project
 from app.core.topic_plan import TopicSpec, subscriber_topic
-from app.shell.kafka_io import read_topic
+from app.shell.kafka_io import group_consumer, partitions_of, read_topic
 from app.shell.topics_admin import ensure_topics, load_definitions
 
 __all__ = ["ProjectorConfig", "ProjectorLoop"]
@@ -100,23 +100,8 @@ class ProjectorLoop:
             max_request_size=9 * 1024 * 1024,
         )
         await self.producer.start()
-        timeouts: dict[str, Any] = (
-            {
-                "session_timeout_ms": 10000,
-                "heartbeat_interval_ms": 1000,
-                "rebalance_timeout_ms": 10000,
-            }
-            if self.config.fast_groups
-            else {}
-        )
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.config.bootstrap,
-            group_id=self.config.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-            **timeouts,
+        self.consumer = group_consumer(
+            self.config.bootstrap, self.config.group_id, fast_groups=self.config.fast_groups
         )
         await self.consumer.start()
         self.consumer.subscribe([self.config.log_topic], listener=_Rebalance(self))
@@ -374,9 +359,7 @@ async def _tail(  # type: ignore[no-untyped-def]
     )
     await consumer.start()
     try:
-        consumer._client.add_topic(topic)  # noqa: SLF001 - metadata for an unsubscribed topic
-        await consumer._client.force_metadata_update()  # noqa: SLF001
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        tps = await partitions_of(consumer, topic)
         consumer.assign(tps)
         if from_beginning:
             await consumer.seek_to_beginning(*tps)

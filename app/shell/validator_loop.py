@@ -42,7 +42,7 @@ from app.core.policy import HostPolicy
 from app.core.refusal import Violation
 from app.core.run_state import RunState
 from app.core.validator import Append, Duplicate, Reject, SourceRecord, validate
-from app.shell.kafka_io import read_topic
+from app.shell.kafka_io import group_consumer, read_topic
 from app.shell.metrics import Metrics
 
 __all__ = ["SOURCE_HEADER", "ValidatorConfig", "ValidatorLoop", "now_rfc3339"]
@@ -115,23 +115,8 @@ class ValidatorLoop:
 
     async def start(self) -> None:
         self.producer = await self._start_producer()
-        group_timeouts: dict[str, Any] = (
-            {
-                "session_timeout_ms": 10000,
-                "heartbeat_interval_ms": 1000,
-                "rebalance_timeout_ms": 10000,
-            }
-            if self.config.fast_groups
-            else {}
-        )
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.config.bootstrap,
-            group_id=self.config.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-            **group_timeouts,
+        self.consumer = group_consumer(
+            self.config.bootstrap, self.config.group_id, fast_groups=self.config.fast_groups
         )
         await self.consumer.start()
         self.consumer.subscribe([self.config.admission_topic], listener=_Rebalance(self))
