@@ -210,8 +210,17 @@ def _fold_surface(
 
 
 def apply(state: RunState, event: Mapping[str, Any]) -> RunState:
-    """Fold one recorded event (as ``decide`` emitted it) into the run state."""
-    return apply_with(state, event, None)
+    """Fold one recorded event into the run state: an admitted envelope (as ``decide`` emitted
+    it) or a host event (run lifecycle, fork copy: ``app.core.host_events``), which only
+    advances the sequence here."""
+    recorded = event["payload"]
+    if isinstance(recorded, dict) and "envelope" in recorded:
+        return apply_with(state, event, None)
+    sequence = event["sequence"]
+    if sequence < state.next_sequence:
+        return state
+    advanced: RunState = state._replace(next_sequence=sequence + 1)
+    return advanced
 
 
 def apply_with(

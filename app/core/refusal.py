@@ -25,6 +25,10 @@ HTTP_STATUS: Mapping[str, int] = {
     "envelope_invalid": 422,
     "envelope_correlation_conflict": 409,
     "run_terminal": 409,
+    # Host commands (app.core.host_commands): a fork at a sequence the source log does not
+    # hold (§9), or a command that the run's state does not allow.
+    "fork_point_invalid": 422,
+    "run_state_conflict": 409,
     # Our own, for records that are not admission records at all (dead letters only).
     "record_not_utf8": 400,
     "record_not_json": 400,

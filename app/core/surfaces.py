@@ -157,9 +157,9 @@ def project(
         return state, ()
     heads = state.heads.set(run_id, sequence + 1)
     payload = event["payload"]
-    envelope = payload["envelope"]
-    body = envelope.get("payload")
-    if event["type"] != SURFACE_KIND or not isinstance(body, dict):
+    envelope = payload.get("envelope")  # absent on host events (run lifecycle, fork marker)
+    body = envelope.get("payload") if isinstance(envelope, dict) else None
+    if event["type"] != SURFACE_KIND or not isinstance(body, dict) or envelope is None:
         return Projection(state.surfaces, heads), ()
     untrusted = payload.get("trust") == "untrusted" or event.get("contentTrust") == "untrusted"
     partial_info = envelope.get("partial")

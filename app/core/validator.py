@@ -21,8 +21,18 @@ from typing import Any
 
 import orjson
 
-from app.core.admission import Admitted, Deduplicated, Refused, Rules, decide, encode_event
+from app.core.admission import (
+    Admitted,
+    Deduplicated,
+    Refused,
+    Rules,
+    decide,
+    encode_event,
+    event_id_for,
+)
 from app.core.dead_letter import dead_letter
+from app.core.fold import apply
+from app.core.host_commands import ForkSource, decide_command
 from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
 from app.core.keys import log_key, partition_for_run
 from app.core.policy import HostPolicy
@@ -30,7 +40,7 @@ from app.core.redaction import prepare
 from app.core.refusal import Violation
 from app.core.run_state import RunState
 
-__all__ = ["Append", "Duplicate", "Reject", "SourceRecord", "validate"]
+__all__ = ["Append", "AppendMany", "Duplicate", "Reject", "SourceRecord", "validate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +65,16 @@ class Append:
 
 
 @dataclass(frozen=True, slots=True)
+class AppendMany:
+    """A host command's events (app.core.host_commands), to append in order in ONE transaction
+    with the command's offset: ``records`` are ``(sequence, key, value)``."""
+
+    run_id: str
+    records: tuple[tuple[int, bytes, bytes], ...]
+    state: RunState
+
+
+@dataclass(frozen=True, slots=True)
 class Reject:
     key: bytes | None
     value: bytes
@@ -69,7 +89,11 @@ class Duplicate:
     sequence: int
 
 
-Output = Append | Reject | Duplicate
+Output = Append | AppendMany | Reject | Duplicate
+
+
+def _no_source(_source: ForkSource) -> None:
+    return None
 
 
 def _correlation_of(record: Any) -> str | None:
@@ -111,10 +135,12 @@ def validate(
     now: str,
     partitions: int,
     max_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-) -> Append | Reject | Duplicate:
+    fetched: Callable[[ForkSource], Any] = _no_source,
+) -> Output:
     """Decide one consumed record. ``state_of(runId)`` is the run's current state (None for a
-    run with no recorded event); ``partitions`` is the admission topic's partition count.
-    Never raises on any bytes."""
+    run with no recorded event); ``partitions`` is the admission topic's partition count;
+    ``fetched`` gives the log events a fork command's source range holds (the shell reads them
+    before the batch). Never raises on any bytes."""
     intake = read_admission(source.key, source.value, max_bytes=max_bytes)
     if isinstance(intake, Violation):
         return _reject(intake, source, now, policy, None, None)
@@ -134,6 +160,8 @@ def validate(
         )
         return _reject(wrong, source, now, policy, run_id, correlation_id)
     state = state_of(run_id) if run_id is not None else None
+    if isinstance(intake.record, dict) and "command" in intake.record and run_id is not None:
+        return _command(intake.record, state, source, now, policy, run_id, fetched)
     outcome = decide(intake.record, state, policy, rules, now=now)
     if isinstance(outcome, Admitted):
         encoded = encode_event(outcome)
@@ -152,3 +180,30 @@ def validate(
         assert run_id is not None
         return Duplicate(run_id, outcome.correlation_id, outcome.sequence)
     return _reject(outcome.violation, source, now, policy, run_id, correlation_id)
+
+
+def _command(
+    record: dict[str, Any],
+    state: RunState | None,
+    source: SourceRecord,
+    now: str,
+    policy: HostPolicy,
+    run_id: str,
+    fetched: Callable[[ForkSource], Any],
+) -> AppendMany | Reject:
+    current = state if state is not None else RunState.initial(run_id)
+    decided = decide_command(record, current, fetched, now=now, event_id_for=event_id_for)
+    if isinstance(decided, Violation):
+        return _reject(decided, source, now, policy, run_id, None)
+    records = []
+    for event in decided:
+        try:
+            value = orjson.dumps(event)
+        except orjson.JSONEncodeError as exc:  # copied events were encodable once: ours
+            problem = Violation(
+                "record_unrecordable", "encode", "/command", f"cannot encode: {exc}"
+            )
+            return _reject(problem, source, now, policy, run_id, None)
+        current = apply(current, event)
+        records.append((event["sequence"], log_key(run_id, event["sequence"]), value))
+    return AppendMany(run_id, tuple(records), current)

@@ -221,7 +221,7 @@ def _run_up(args: argparse.Namespace) -> int:
     if settings.kafka_bootstrap and args.broker == "embedded":
         choice = "external"
     broker: Broker = start_broker(choice, log=_log)
-    fast = settings if settings.fast_groups else _with_fast_groups(settings)
+    fast = _embedded(settings if settings.fast_groups else _with_fast_groups(settings))
     try:
         specs = desired_for(fast)
         asyncio.run(ensure_topics(broker.bootstrap, specs))
@@ -236,6 +236,8 @@ def _run_up(args: argparse.Namespace) -> int:
                     f"  recorded events:  topic {names['log']}",
                     f"  dead letters:     topic {names['deadletter']}",
                     f"  worker web:       http://{fast.web_host}:{fast.web_port}/health",
+                    f"  OpenWOP HTTP:     http://{fast.web_host}:{fast.web_port}/.well-known/openwop"
+                    " (no token needed in this embedded mode)",
                     f"  in another shell: export KAFKA_BOOTSTRAP={broker.bootstrap}",
                     "  stop: Ctrl-C (stops the worker and the broker it started)",
                     "",
@@ -254,3 +256,13 @@ def _with_fast_groups(settings: Settings) -> Settings:
 
     # Single-process laptop mode: short group timeouts so the worker is ready in seconds.
     return replace(settings, fast_groups=True)
+
+
+def _embedded(settings: Settings) -> Settings:
+    from dataclasses import replace
+
+    # The embedded laptop mode is the one place the HTTP API runs without tokens (issue 6
+    # item 7), and only on a loopback address.
+    if settings.web_host not in ("127.0.0.1", "localhost", "::1"):
+        return settings
+    return replace(settings, http_auth=False)

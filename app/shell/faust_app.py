@@ -16,11 +16,16 @@ import faust
 import mode
 
 from app import __version__
+from app.core.discovery import DiscoveryConfig
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.topic_plan import TopicSpec
+from app.shell.http_api import HttpApi
+from app.shell.http_gateway import AdmissionGateway
+from app.shell.http_streams import DeltaMemo, RunStreams
 from app.shell.metrics import Metrics
 from app.shell.projector_loop import ProjectorConfig, ProjectorLoop
+from app.shell.run_index import RunIndex
 from app.shell.schema_files import load_schema_documents
 from app.shell.settings import Settings
 from app.shell.topics_admin import desired_for
@@ -94,6 +99,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     }
     stream_topics = StreamTopics(specs, topics)
     metrics = Metrics()
+    rules = PayloadRules.from_documents(load_schema_documents())
     validator = ValidatorLoop(
         ValidatorConfig(
             bootstrap=bootstrap,
@@ -108,7 +114,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             fast_groups=settings.fast_groups,
         ),
         policy_from(settings),
-        PayloadRules.from_documents(load_schema_documents()),
+        rules,
         metrics,
     )
     metrics.lag = validator.lag
@@ -131,6 +137,31 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     if "projector" in settings.roles:
         metrics.extra.append(projector.render_metrics)
         app.service(_projector_service(projector))
+
+    index = RunIndex(bootstrap, specs["log"].name, specs["deadletter"].name)
+    gateway = AdmissionGateway(
+        bootstrap, specs["admission"].name, specs["admission"].partitions, index
+    )
+    streams = RunStreams(index, DeltaMemo(rules), settings.sse_keepalive_seconds)
+    HttpApi(
+        index=index,
+        gateway=gateway,
+        streams=streams,
+        discovery=DiscoveryConfig(
+            floor=settings.floor,
+            strictness=settings.strictness,
+            seams=settings.seams,
+            delta_transport=settings.delta_transport,
+            version=__version__,
+        ),
+        tokens=settings.http_tokens,
+        auth=settings.http_auth,
+        seams=settings.seams,
+        delta_transport=settings.delta_transport,
+        wait_seconds=settings.http_wait_seconds,
+    ).register(app)
+    app.service(_http_service(index, gateway))
+    metrics.extra.append(lambda: _http_metrics(index, streams))
 
     @app.page("/health")
     async def health(web: Any, request: Any) -> Any:
@@ -187,3 +218,35 @@ def _projector_service(projector: ProjectorLoop) -> type[mode.Service]:
             await projector.stop()
 
     return ProjectorService
+
+
+def _http_metrics(index: RunIndex, streams: RunStreams) -> list[str]:
+    return [
+        "# HELP a2ui_http_sse_streams Open SSE run streams on this worker.",
+        "# TYPE a2ui_http_sse_streams gauge",
+        f"a2ui_http_sse_streams {streams.open_streams}",
+        "# HELP a2ui_http_runs Runs in this worker's run index (the log, tailed).",
+        "# TYPE a2ui_http_runs gauge",
+        f"a2ui_http_runs {len(index.runs)}",
+    ]
+
+
+def _http_service(index: RunIndex, gateway: AdmissionGateway) -> type[mode.Service]:
+    class HttpService(mode.Service):
+        """Tails the log for the OpenWOP HTTP API and owns its admission producer."""
+
+        async def on_start(self) -> None:
+            self._stopping = asyncio.Event()
+            await index.start()
+            await gateway.start()
+
+        @mode.Service.task
+        async def _tail(self) -> None:
+            await index.run(self._stopping)
+
+        async def on_stop(self) -> None:
+            self._stopping.set()
+            await gateway.stop()
+            await index.stop()
+
+    return HttpService

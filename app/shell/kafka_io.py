@@ -10,7 +10,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-__all__ = ["MAX_FETCH_BYTES", "group_consumer", "partitions_of", "read_topic"]
+__all__ = ["MAX_FETCH_BYTES", "group_consumer", "partitions_of", "read_range", "read_topic"]
 
 # The log, dead-letter and subscriber topics take records up to 8 MiB (topics/topics.json).
 MAX_FETCH_BYTES = 8 * 1024 * 1024
@@ -78,6 +78,43 @@ async def read_topic(
                 records.extend(tp_records)
         else:
             raise TimeoutError(f"reading {topic} did not reach its end within {timeout:.0f}s")
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def read_range(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    first: int,
+    last: int,
+    *,
+    timeout: float = 30.0,
+) -> list[Any]:
+    """The committed records of one partition with offsets ``first..last`` (inclusive), read
+    with ``read_committed`` (aborted and compacted-away offsets are simply absent)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        max_partition_fetch_bytes=MAX_FETCH_BYTES,
+    )
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        stop = min(last + 1, end)
+        consumer.seek(tp, first)
+        records: list[Any] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while await consumer.position(tp) < stop:
+            if loop.time() > deadline:
+                raise TimeoutError(f"reading {topic}[{partition}] {first}..{last} timed out")
+            batch = await consumer.getmany(tp, timeout_ms=500)
+            records.extend(r for r in batch.get(tp, ()) if first <= r.offset <= last)
         return records
     finally:
         await consumer.stop()

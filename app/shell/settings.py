@@ -90,6 +90,36 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "What this worker runs: validator (admission -> log), projector (log -> subscriber topics), or both. Split them to scale each stage on its own processes.",
     ),
     (
+        "A2UI_STREAM_HTTP_TOKENS",
+        "",
+        "Bearer tokens (comma-separated) accepted by the OpenWOP HTTP API. Unset on a worker: every run endpoint answers 401 until one is set. Never logged.",
+    ),
+    (
+        "A2UI_STREAM_HTTP_AUTH",
+        "on",
+        "on: the OpenWOP HTTP API requires a bearer token. `a2ui-stream up` (the embedded laptop mode, loopback only) sets off; nothing else should.",
+    ),
+    (
+        "A2UI_STREAM_SEAMS",
+        "0",
+        "1: serve the conformance seams (POST /v1/host/sample/a2ui/emit-surface, POST /conformance/seams/sample/a2ui/emit-surface) and advertise them. Test hosts only.",
+    ),
+    (
+        "A2UI_STREAM_DELTA_TRANSPORT",
+        "1",
+        "1: advertise and serve RFC 0114 delta frames on GET /v1/runs/{runId}/events?a2uiDelta=1 (v1 discovery only; deprecated in v2).",
+    ),
+    (
+        "A2UI_STREAM_HTTP_WAIT_SECONDS",
+        "10",
+        "How long an HTTP admission (POST .../envelopes, the emit seams, :fork) waits for the validator's outcome before answering 504.",
+    ),
+    (
+        "A2UI_STREAM_SSE_KEEPALIVE_SECONDS",
+        "15",
+        "Seconds between SSE keep-alive comments on an idle run stream (the spec asks for at most 30).",
+    ),
+    (
         "A2UI_STREAM_MAX_RECORD_BYTES",
         "1048576",
         "Admission records larger than this are dead-lettered before parsing (record_too_large). At most 4 MiB: a dead letter keeps the original bytes (base64) and must fit the dead-letter topic's 8 MiB max.message.bytes.",
@@ -118,6 +148,12 @@ class Settings:
     transactions: str
     max_record_bytes: int
     roles: frozenset[str]
+    http_tokens: tuple[str, ...] = ()
+    http_auth: bool = True
+    seams: bool = False
+    delta_transport: bool = True
+    http_wait_seconds: int = 10
+    sse_keepalive_seconds: int = 15
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -167,6 +203,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         transactions=_choice(env, "A2UI_STREAM_TRANSACTIONS", ("auto", "on", "off")),
         max_record_bytes=_int(env, "A2UI_STREAM_MAX_RECORD_BYTES", 1024, 4 * 1024 * 1024),
         roles=_roles(env),
+        http_tokens=tuple(
+            t.strip() for t in env.get("A2UI_STREAM_HTTP_TOKENS", "").split(",") if t.strip()
+        ),
+        http_auth=_flag(env, "A2UI_STREAM_HTTP_AUTH"),
+        seams=_flag(env, "A2UI_STREAM_SEAMS"),
+        delta_transport=_flag(env, "A2UI_STREAM_DELTA_TRANSPORT"),
+        http_wait_seconds=_int(env, "A2UI_STREAM_HTTP_WAIT_SECONDS", 1, 600),
+        sse_keepalive_seconds=_int(env, "A2UI_STREAM_SSE_KEEPALIVE_SECONDS", 1, 30),
     )
 
 

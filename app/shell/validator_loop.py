@@ -36,13 +36,22 @@ from aiokafka.abc import ConsumerRebalanceListener
 
 from app.core.dead_letter import dead_letter
 from app.core.fold import apply
+from app.core.host_commands import ForkSource, fork_source_of
+from app.core.intake import Intake, read_admission
 from app.core.keys import run_of_log_key
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.refusal import Violation
 from app.core.run_state import RunState
-from app.core.validator import Append, Duplicate, Reject, SourceRecord, validate
-from app.shell.kafka_io import group_consumer, read_topic
+from app.core.validator import (
+    Append,
+    AppendMany,
+    Duplicate,
+    Reject,
+    SourceRecord,
+    validate,
+)
+from app.shell.kafka_io import group_consumer, read_range, read_topic
 from app.shell.metrics import Metrics
 
 __all__ = ["SOURCE_HEADER", "ValidatorConfig", "ValidatorLoop", "now_rfc3339"]
@@ -331,6 +340,7 @@ class ValidatorLoop:
         offsets: dict[TopicPartition, int] = {}
         staged: dict[int, dict[str, RunState]] = {}
         counts: list[tuple[str, str | None]] = []
+        fork_sources = await self._fetch_fork_sources(batch)
         for tp, records in batch.items():
             part = self.partitions.get(tp.partition)
             if part is None or not records:
@@ -357,6 +367,7 @@ class ValidatorLoop:
                     now=now,
                     partitions=self.config.partitions,
                     max_bytes=self.config.max_record_bytes,
+                    fetched=fork_sources.get,
                 )
                 header = [(SOURCE_HEADER, f"{tp.partition}:{record.offset}".encode())]
                 if isinstance(out, Append):
@@ -370,6 +381,11 @@ class ValidatorLoop:
                             out.sequence,
                             out.drift,
                         )
+                elif isinstance(out, AppendMany):
+                    runs[out.run_id] = out.state
+                    for _sequence, key, value in out.records:
+                        sends.append((self.config.log_topic, tp.partition, key, value, header))
+                    counts.append(("admitted", None))
                 elif isinstance(out, Reject):
                     sends.append(
                         (self.config.deadletter_topic, tp.partition, out.key, out.value, header)
@@ -391,6 +407,48 @@ class ValidatorLoop:
                 self.positions[partition] = nxt
         for outcome, code in counts:
             self.metrics.count(outcome, code)
+
+    async def _fetch_fork_sources(
+        self, batch: dict[TopicPartition, list[Any]]
+    ) -> dict[ForkSource, list[dict[str, Any]] | None]:
+        """Read from the log itself the source events of every fork command in the batch
+        (app.core.host_commands: a command names where they are, never carries them)."""
+        found: dict[ForkSource, list[dict[str, Any]] | None] = {}
+        for records in batch.values():
+            for record in records:
+                if record.value is None or b'"run.fork"' not in record.value:
+                    continue
+                intake = read_admission(
+                    record.key, record.value, max_bytes=self.config.max_record_bytes
+                )
+                source = fork_source_of(intake.record) if isinstance(intake, Intake) else None
+                if source is None or source in found:
+                    continue
+                found[source] = await self._read_source(source)
+        return found
+
+    async def _read_source(self, source: ForkSource) -> list[dict[str, Any]] | None:
+        try:
+            records = await read_range(
+                self.config.bootstrap,
+                self.config.log_topic,
+                source.partition,
+                source.first_offset,
+                source.last_offset,
+            )
+        except (TimeoutError, OSError, ValueError) as exc:
+            log.warning("validator: fork source unreadable (%s)", type(exc).__name__)
+            return None
+        by_sequence: dict[int, dict[str, Any]] = {}
+        for record in records:
+            if record.key is None or record.value is None:
+                continue
+            if run_of_log_key(record.key) != source.source_run_id:
+                continue
+            event = orjson.loads(record.value)
+            if isinstance(event, dict) and isinstance(event.get("sequence"), int):
+                by_sequence[event["sequence"]] = event
+        return [by_sequence[i] for i in range(source.from_seq) if i in by_sequence]
 
     async def _send_and_commit(
         self,

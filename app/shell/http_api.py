@@ -1,0 +1,436 @@
+"""OpenWOP over HTTP on the worker's web server (issue 6; docs/http.md).
+
+Shell module: routes, bearer authentication and I/O. Decisions come from the core
+(``wire_ids``, ``stream_modes``, ``discovery``, ``http_admission``, ``http_errors``); runs are
+read from ``RunIndex`` (the log, tailed); admissions go through ``AdmissionGateway`` (the
+admission topic and the validator, never a shortcut).
+
+Routes (openwop-a2ui.md §9, §10, §12, §13):
+  GET  /.well-known/openwop                         discovery (v1, or v2 with OpenWOP-Version: 2)
+  GET  /v1/runs/{runId}/events                      SSE (?streamMode, Last-Event-ID, ?a2uiDelta=1)
+                                                    or the event-log read (Accept: application/json)
+  GET  /runs/{runId}/events                         v2 SSE (same rules)
+  GET  /runs/{runId}/events/poll                    v2 poll (?afterSequence, ?timeout)
+  GET  /runs/{runId}, /v1/runs/{runId}              run status
+  POST /runs/{runId}:fork, /v1/runs/{runId}:fork    fork {mode, fromSeq?, runOptionsOverlay?}
+  POST /runs/{runId}/envelopes                      admit one AI envelope
+  POST /v1/host/sample/a2ui/emit-surface            v1 seam (A2UI_STREAM_SEAMS=1 only)
+  POST /conformance/seams/sample/a2ui/emit-surface  v2 seam (A2UI_STREAM_SEAMS=1 only)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import faust
+import orjson
+from aiohttp import web
+
+from app.core.discovery import DiscoveryConfig, document_for
+from app.core.http_admission import (
+    ForkPoint,
+    envelope_record,
+    fork_record,
+    refusal_response,
+    v1_seam_record,
+    v2_seam_record,
+)
+from app.core.http_errors import HttpError, error
+from app.core.stream_modes import (
+    parse_last_event_id,
+    parse_poll_query,
+    parse_stream_mode,
+)
+from app.core.wire_ids import project_run_id, split_run_path
+from app.shell.http_gateway import AdmissionGateway, Published
+from app.shell.http_streams import RunStreams
+from app.shell.run_index import RunIndex, RunLog
+from app.shell.validator_loop import now_rfc3339
+
+__all__ = ["HttpApi"]
+
+log = logging.getLogger("a2ui_stream.http")
+
+Handler = Callable[[web.Request, str, str], Awaitable[web.StreamResponse]]
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status, body=orjson.dumps(body), content_type="application/json", headers=headers
+    )
+
+
+def _error(failure: HttpError, headers: dict[str, str] | None = None) -> web.Response:
+    return _json(failure.status, failure.body, headers)
+
+
+async def _body(request: web.Request) -> Any | HttpError:
+    raw = await request.read()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return error("validation_error", f"the request body is not JSON: {exc}")
+
+
+class HttpApi:
+    def __init__(
+        self,
+        *,
+        index: RunIndex,
+        gateway: AdmissionGateway,
+        streams: RunStreams,
+        discovery: DiscoveryConfig,
+        tokens: tuple[str, ...],
+        auth: bool,
+        seams: bool,
+        delta_transport: bool,
+        wait_seconds: float,
+    ) -> None:
+        self.index = index
+        self.gateway = gateway
+        self.streams = streams
+        self.discovery = discovery
+        self.tokens = tuple(t.encode() for t in tokens)
+        self.auth = auth
+        self.seams = seams
+        self.delta_transport = delta_transport
+        self.wait_seconds = wait_seconds
+
+    # -- registration ---------------------------------------------------------------------------
+
+    def register(self, app: faust.App) -> None:
+        api = self
+
+        def view(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> type:
+            class _View(faust.web.View):
+                async def get(self, request: web.Request, **_: Any) -> web.StreamResponse:
+                    return await handler(request)
+
+                async def post(self, request: web.Request, **_: Any) -> web.StreamResponse:
+                    return await handler(request)
+
+            _View.__name__ = handler.__name__
+            return _View
+
+        app.page("/.well-known/openwop")(view(api.discover))
+        app.page("/runs/{tail:.+}")(view(api.runs_v2))
+        app.page("/v1/runs/{tail:.+}")(view(api.runs_v1))
+        app.page("/v1/host/sample/a2ui/emit-surface")(view(api.v1_seam))
+        app.page("/conformance/seams/sample/a2ui/emit-surface")(view(api.v2_seam))
+
+    # -- shared checks --------------------------------------------------------------------------
+
+    def _unauthenticated(self, request: web.Request) -> web.Response | None:
+        """Bearer tokens (issue 6 item 7). Compared in constant time; never logged."""
+        if not self.auth:
+            return None
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        given = token.strip().encode()
+        if (
+            scheme.lower() == "bearer"
+            and given
+            and any(hmac.compare_digest(given, known) for known in self.tokens)
+        ):
+            return None
+        message = (
+            "a bearer token is required (Authorization: Bearer <token>)"
+            if self.tokens
+            else "no token is configured on this worker: set A2UI_STREAM_HTTP_TOKENS"
+        )
+        return _error(
+            error("unauthenticated", message), {"WWW-Authenticate": 'Bearer realm="openwop"'}
+        )
+
+    async def _ready(self) -> web.Response | None:
+        if self.index.ready.is_set():
+            return None
+        try:
+            await asyncio.wait_for(self.index.ready.wait(), self.wait_seconds)
+            return None
+        except TimeoutError:
+            return _error(
+                error("unavailable", "the worker is still reading the run log; retry shortly"),
+                {"Retry-After": "2"},
+            )
+
+    def _method(self, request: web.Request, allowed: str) -> web.Response | None:
+        if request.method in (allowed, "HEAD" if allowed == "GET" else allowed):
+            return None
+        return _json(
+            405,
+            {"error": "validation_error", "message": f"use {allowed} here"},
+            {"Allow": allowed},
+        )
+
+    def _not_found(self, run_id: str) -> web.Response:
+        return _error(error("not_found", f"run {run_id!r} has no recorded event"))
+
+    # -- discovery ------------------------------------------------------------------------------
+
+    async def discover(self, request: web.Request) -> web.StreamResponse:
+        document = document_for(request.headers.get("OpenWOP-Version"), self.discovery)
+        return _json(200, document)
+
+    # -- /runs/... and /v1/runs/... -------------------------------------------------------------
+
+    async def runs_v2(self, request: web.Request) -> web.StreamResponse:
+        return await self._runs(request, "/runs/", v1=False)
+
+    async def runs_v1(self, request: web.Request) -> web.StreamResponse:
+        return await self._runs(request, "/v1/runs/", v1=True)
+
+    async def _runs(self, request: web.Request, prefix: str, *, v1: bool) -> web.StreamResponse:
+        denied = self._unauthenticated(request)
+        if denied is not None:
+            return denied
+        split = split_run_path(request.rel_url.raw_path, prefix)
+        if split is None:
+            return _error(error("not_found", "no such run path (is the runId well formed?)"))
+        run_id, rest = split
+        not_ready = await self._ready()
+        if not_ready is not None:
+            return not_ready
+        if rest == "/events":
+            return await self._events(request, run_id, v1=v1)
+        if rest == "/events/poll" and not v1:
+            return await self._poll(request, run_id)
+        if rest == "":
+            return self._status(request, run_id)
+        if rest == ":fork":
+            return await self._fork(request, run_id, prefix)
+        if rest == "/envelopes":
+            return await self._envelopes(request, run_id)
+        return _error(error("not_found", f"no endpoint {prefix}{{runId}}{rest}"))
+
+    def _status(self, request: web.Request, run_id: str) -> web.StreamResponse:
+        wrong = self._method(request, "GET")
+        if wrong is not None:
+            return wrong
+        run = self.index.get(run_id)
+        if run is None:
+            return self._not_found(run_id)
+        return _json(
+            200,
+            {
+                "runId": run_id,
+                "status": run.status,
+                "lastSequence": run.last_sequence,
+                "isTerminal": run.terminal,
+                "eventsUrl": f"/runs/{project_run_id(run_id)}/events",
+            },
+        )
+
+    async def _events(self, request: web.Request, run_id: str, *, v1: bool) -> web.StreamResponse:
+        wrong = self._method(request, "GET")
+        if wrong is not None:
+            return wrong
+        # §9: the query gates run before content negotiation, Last-Event-ID after authorization.
+        modes = parse_stream_mode(request.query.get("streamMode"))
+        if isinstance(modes, HttpError):
+            return _error(modes)
+        after = parse_last_event_id(request.headers.get("Last-Event-ID"))
+        if isinstance(after, HttpError):
+            return _error(after)
+        delta = v1 and self.delta_transport and request.query.get("a2uiDelta") in ("1", "true")
+        run = self.index.get(run_id)
+        if run is None:
+            return self._not_found(run_id)
+        accept = request.headers.get("Accept", "")
+        if "application/json" in accept and "text/event-stream" not in accept:
+            events = self.streams.event_docs(run, after=-1 if after is None else after, delta=delta)
+            return _json(
+                200,
+                {
+                    "runId": run_id,
+                    "events": events,
+                    "lastSequence": run.last_sequence,
+                    "status": run.status,
+                    "isTerminal": run.terminal,
+                },
+            )
+        return await self.streams.sse(request, run, modes=modes, after=after, delta=delta)
+
+    async def _poll(self, request: web.Request, run_id: str) -> web.StreamResponse:
+        wrong = self._method(request, "GET")
+        if wrong is not None:
+            return wrong
+        query = parse_poll_query(request.query.get("afterSequence"), request.query.get("timeout"))
+        if isinstance(query, HttpError):
+            return _error(query)
+        after, timeout = query
+        run = self.index.get(run_id)
+        if run is None:
+            return self._not_found(run_id)
+        return _json(200, await self.streams.poll(run, after, timeout))
+
+    # -- admission ------------------------------------------------------------------------------
+
+    async def _admit(self, run_id: str, record: dict[str, Any]) -> Published | web.Response:
+        try:
+            published = await self.gateway.admit(run_id, record, self.wait_seconds)
+        except Exception as exc:  # the broker refused the publish: say so, not 500 blindly
+            log.warning("http: publish failed (%s)", type(exc).__name__)
+            return _error(
+                error(
+                    "unavailable",
+                    f"the admission topic did not take the record ({type(exc).__name__})",
+                ),
+                {"Retry-After": "1"},
+            )
+        if published.outcome is None:
+            return self._no_outcome(run_id, record)
+        return published
+
+    def _no_outcome(self, run_id: str, record: dict[str, Any]) -> web.Response:
+        """No log record and no dead letter for our record in time. If the envelope's
+        correlationId is already recorded with the same type, the validator deduplicated it
+        (E2, §2): the original outcome stands."""
+        envelope = record.get("envelope")
+        run = self.index.get(run_id)
+        if isinstance(envelope, dict) and run is not None:
+            for logged in run.events:
+                if logged.event.get("causationId") == envelope.get(
+                    "correlationId"
+                ) and logged.type == envelope.get("type"):
+                    return _json(201, {"sequence": logged.sequence, "deduplicated": True})
+        return _error(
+            error(
+                "gateway_timeout",
+                f"no outcome from the validator within {self.wait_seconds:g}s: is a worker with "
+                "the validator role running? The record stays on the admission topic and will "
+                "still be decided",
+            )
+        )
+
+    async def _envelopes(self, request: web.Request, run_id: str) -> web.StreamResponse:
+        wrong = self._method(request, "POST")
+        if wrong is not None:
+            return wrong
+        body = await _body(request)
+        if isinstance(body, HttpError):
+            return _error(body)
+        record = envelope_record(run_id, body)
+        if isinstance(record, HttpError):
+            return _error(record)
+        return self._answer(await self._admit(run_id, record), style="envelopes")
+
+    def _answer(self, result: Published | web.Response, *, style: str) -> web.Response:
+        if isinstance(result, web.Response):
+            return result
+        outcome = result.outcome
+        assert outcome is not None
+        if outcome.letter is not None:
+            return _error(refusal_response(outcome.letter))
+        event = outcome.events[0].event
+        if style == "v2-seam":  # §13: 201 {sequence}, closed
+            return _json(201, {"sequence": event["sequence"]})
+        if style == "v1-seam":  # §13: the recorded envelope id is the surfaceRef
+            payload = event.get("payload", {}).get("envelope", {}).get("payload", {})
+            return _json(
+                201,
+                {
+                    "eventId": event["eventId"],
+                    "sequence": event["sequence"],
+                    "surfaceRef": event["eventId"],
+                    "catalogVersion": payload.get("catalogVersion")
+                    if isinstance(payload, dict)
+                    else None,
+                },
+            )
+        return _json(
+            201,
+            {"runId": event["runId"], "sequence": event["sequence"], "eventId": event["eventId"]},
+        )
+
+    async def v2_seam(self, request: web.Request) -> web.StreamResponse:
+        return await self._seam(request, v1=False)
+
+    async def v1_seam(self, request: web.Request) -> web.StreamResponse:
+        return await self._seam(request, v1=True)
+
+    async def _seam(self, request: web.Request, *, v1: bool) -> web.StreamResponse:
+        if not self.seams:  # §13: 404 means "seam not wired" to the suite
+            return _error(error("not_found", "the conformance seams are off (A2UI_STREAM_SEAMS)"))
+        wrong = self._method(request, "POST")
+        if wrong is not None:
+            return wrong
+        denied = self._unauthenticated(request)
+        if denied is not None:
+            return denied
+        body = await _body(request)
+        if isinstance(body, HttpError):
+            return _error(body)
+        if v1:
+            nonce = uuid.uuid4().hex
+            built = v1_seam_record(
+                body, envelope_id=f"env-{nonce}", correlation_id=f"corr-{nonce}", now=now_rfc3339()
+            )
+        else:
+            built = v2_seam_record(body)
+        if isinstance(built, HttpError):
+            return _error(built)
+        run_id, record = built
+        not_ready = await self._ready()
+        if not_ready is not None:
+            return not_ready
+        return self._answer(await self._admit(run_id, record), style="v1-seam" if v1 else "v2-seam")
+
+    # -- fork -------------------------------------------------------------------------------------
+
+    async def _fork(self, request: web.Request, run_id: str, prefix: str) -> web.StreamResponse:
+        wrong = self._method(request, "POST")
+        if wrong is not None:
+            return wrong
+        body = await _body(request)
+        if isinstance(body, HttpError):
+            return _error(body)
+        source = self.index.get(run_id)
+        if source is None:
+            return self._not_found(run_id)
+        point = ForkPoint(source.last_sequence, [(e.partition, e.offset) for e in source.events])
+        tenant, slash, _ = run_id.partition("/")
+        child = f"{tenant}/{uuid.uuid4().hex}" if slash else f"fork-{uuid.uuid4().hex}"
+        built = fork_record(run_id, child, body, point)
+        if isinstance(built, HttpError):
+            return _error(built)
+        record, fields = built
+        result = await self._admit(child, record)
+        if isinstance(result, web.Response):
+            return result
+        outcome = result.outcome
+        assert outcome is not None
+        if outcome.letter is not None:
+            return _error(refusal_response(outcome.letter))
+        forked = await self._wait_complete(child, int(fields["fromSeq"]))
+        return _json(
+            201,
+            {
+                **fields,
+                "status": forked.status if forked is not None else "running",
+                "eventsUrl": f"{prefix}{project_run_id(child)}/events",
+            },
+        )
+
+    async def _wait_complete(self, run_id: str, sequence: int) -> RunLog | None:
+        """A fork's events are one transaction; wait until this worker has read all of them."""
+        deadline = asyncio.get_running_loop().time() + self.wait_seconds
+        while True:
+            run = self.index.get(run_id)
+            if run is not None and run.last_sequence >= sequence:
+                return run
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return run
+            if run is None:
+                await asyncio.sleep(0.01)
+                continue
+            try:
+                await asyncio.wait_for(run.changed.wait(), remaining)
+            except TimeoutError:
+                return run

@@ -1,0 +1,66 @@
+"""Admission over HTTP through the production path: publish on the admission topic, then wait
+for the validator's outcome of THAT record (docs/http.md).
+
+Shell module. Nothing here decides anything: the record is published keyed by its runId on the
+run's partition (docs/topics.md), exactly as a Kafka producer would, and the outcome is what
+the validator wrote: the log record(s) or the dead letter whose ``a2ui-source`` header names
+the published record's ``partition:offset`` (app.shell.run_index).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaProducer
+
+from app.core.keys import partition_for_run
+from app.shell.run_index import Outcome, RunIndex
+
+__all__ = ["AdmissionGateway", "Published"]
+
+
+@dataclass(frozen=True)
+class Published:
+    partition: int
+    offset: int
+    outcome: Outcome | None  # None: no outcome within the wait (or an E2 deduplication)
+
+
+class AdmissionGateway:
+    def __init__(
+        self, bootstrap: str, admission_topic: str, partitions: int, index: RunIndex
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.admission_topic = admission_topic
+        self.partitions = partitions
+        self.index = index
+        self._producer: AIOKafkaProducer | None = None
+
+    async def start(self) -> None:
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            acks="all",
+            max_request_size=5 * 1024 * 1024,
+        )
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        if self._producer is not None:
+            with contextlib.suppress(Exception):
+                await self._producer.stop()
+
+    async def admit(self, run_id: str, record: dict[str, Any], wait_seconds: float) -> Published:
+        """Publish ``record`` for ``run_id`` and wait for its outcome."""
+        assert self._producer is not None, "gateway not started"
+        partition = partition_for_run(run_id, self.partitions)
+        metadata = await self._producer.send_and_wait(
+            self.admission_topic,
+            orjson.dumps(record),
+            key=run_id.encode("utf-8"),
+            partition=partition,
+        )
+        outcome = await self.index.outcome_of(metadata.partition, metadata.offset, wait_seconds)
+        return Published(metadata.partition, metadata.offset, outcome)
