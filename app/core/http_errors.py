@@ -50,14 +50,13 @@ STATUS: Mapping[str, int] = MappingProxyType(
         "payload_unprojectable": 500,
         "internal_error": 500,
         # NOT in the v2 registry (see UNREGISTERED): answers the HTTP layer gives on its own
-        # account before any OpenWOP operation ran. Kept so that such an answer still has the
-        # closed error shape and a stable code; a v2 client must treat them as unknown codes.
-        "request_too_large": 413,  # the web server refused the body; prefer payload_too_large
-        "unavailable": 503,  # the broker (or a dependency) cannot be reached right now
-        "gateway_timeout": 504,  # the broker did not answer in time (e.g. an admission wait)
+        # account before any OpenWOP operation ran. They use the registry's vendor-code grammar
+        # ``<org>.<code>`` (§11), so a closed v2 error envelope still validates.
+        "a2ui-stream.unavailable": 503,  # the broker or the run index is not ready right now
+        "a2ui-stream.outcome_timeout": 504,  # no validator outcome within the admission wait
     }
 )
-UNREGISTERED: frozenset[str] = frozenset({"request_too_large", "unavailable", "gateway_timeout"})
+UNREGISTERED: frozenset[str] = frozenset({"a2ui-stream.unavailable", "a2ui-stream.outcome_timeout"})
 # An unknown code is a bug on our side: answer as ``internal_error`` does.
 DEFAULT_STATUS = 500
 

@@ -155,7 +155,10 @@ class HttpApi:
             return None
         except TimeoutError:
             return _error(
-                error("unavailable", "the worker is still reading the run log; retry shortly"),
+                error(
+                    "a2ui-stream.unavailable",
+                    "the worker is still reading the run log; retry shortly",
+                ),
                 {"Retry-After": "2"},
             )
 
@@ -278,7 +281,7 @@ class HttpApi:
             log.warning("http: publish failed (%s)", type(exc).__name__)
             return _error(
                 error(
-                    "unavailable",
+                    "a2ui-stream.unavailable",
                     f"the admission topic did not take the record ({type(exc).__name__})",
                 ),
                 {"Retry-After": "1"},
@@ -301,7 +304,7 @@ class HttpApi:
                     return _json(201, {"sequence": logged.sequence, "deduplicated": True})
         return _error(
             error(
-                "gateway_timeout",
+                "a2ui-stream.outcome_timeout",
                 f"no outcome from the validator within {self.wait_seconds:g}s: is a worker with "
                 "the validator role running? The record stays on the admission topic and will "
                 "still be decided",

@@ -48,9 +48,8 @@ EXPECTED_STATUS = {
     "payload_unprojectable": 500,
     "internal_error": 500,
     "payload_too_large": 413,
-    "request_too_large": 413,
-    "unavailable": 503,
-    "gateway_timeout": 504,
+    "a2ui-stream.unavailable": 503,
+    "a2ui-stream.outcome_timeout": 504,
 }
 
 # Every refusal code -> the code a client sees. Listed by hand: a code added to refusal.py
@@ -142,7 +141,7 @@ def test_law_translation_keeps_the_refusal_status(code: str) -> None:
     assert STATUS[translated] == refusal.HTTP_STATUS[code]
 
 
-@pytest.mark.parametrize("code", ["made_up", "request_too_large", "unavailable", ""])
+@pytest.mark.parametrize("code", ["made_up", "a2ui-stream.unavailable", "unavailable", ""])
 def test_unknown_or_unregistered_admission_code_is_envelope_invalid(code: str) -> None:
     assert from_admission_code(code) == "envelope_invalid"
 
@@ -178,8 +177,10 @@ def test_v1_error_body_validates(code: str) -> None:
     assert list(validator.iter_errors(error(code, "m").body)) == []
 
 
-def test_v2_schema_refuses_an_unregistered_code() -> None:
-    # Why UNREGISTERED is documented: a v2 client validating the closed envelope refuses these.
+def test_v2_schema_takes_our_vendor_codes_and_refuses_a_bare_unregistered_one() -> None:
+    # The HTTP layer's own answers use the registry's vendor grammar <org>.<code> (§11), so a
+    # v2 client validating the closed envelope accepts them; a bare made-up code it refuses.
     validator = Draft202012Validator(_schema(V2_ENVELOPE))
     for code in UNREGISTERED:
-        assert list(validator.iter_errors(error(code, "m").body)) != []
+        assert list(validator.iter_errors(error(code, "m").body)) == []
+    assert list(validator.iter_errors(error("unavailable", "m").body)) != []

@@ -44,8 +44,16 @@ RULES = PayloadRules.from_documents(load_schema_documents())
 class WorkerProcess:
     """`a2ui-stream worker` as a child process (the same command users run)."""
 
-    def __init__(self, broker: Broker, settings: Settings, worker_id: str, tmp: Path) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        settings: Settings,
+        worker_id: str,
+        tmp: Path,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.broker, self.settings, self.worker_id, self.tmp = broker, settings, worker_id, tmp
+        self.extra_env = dict(extra_env or {})
         self.web_port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -63,6 +71,7 @@ class WorkerProcess:
             "A2UI_STREAM_WEB_PORT": str(self.web_port),
             "A2UI_STREAM_DATA_DIR": str(self.tmp / f"data-{self.worker_id}"),
             "A2UI_STREAM_LOG_LEVEL": "info",
+            **self.extra_env,
         }
 
     @property

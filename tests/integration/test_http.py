@@ -1,0 +1,466 @@
+"""OpenWOP over HTTP against real workers on a real broker (issue 6; openwop-a2ui.md §9-§13,
+§16a, §16c, §16f). Every admission goes through the admission topic and the validator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import jsonpatch
+import pytest
+from openwop_client.sse import stream_events
+
+from app.core.patch import apply_patch
+from app.core.payload_rules import PayloadRules
+from app.shell.broker import Broker
+from app.shell.schema_files import load_schema_documents
+from app.shell.settings import Settings, load_settings
+from tests.core.projection_support import FULL_SURFACE_V0
+from tests.integration.http_kit import (
+    TOKEN,
+    V1_LATER,
+    V1_SURFACE,
+    Builder,
+    CuttingProxy,
+    Http,
+    components_msg,
+    contains_subtree,
+    create_msg,
+    data_msg,
+    delete_msg,
+    parse_sse,
+    read_sse,
+    runs_path,
+    v2,
+    wait_http,
+)
+from tests.integration.pipeline_kit import WorkerProcess, apply_topics
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+RULES = PayloadRules.from_documents(load_schema_documents())
+SEAM_V2 = "/conformance/seams/sample/a2ui/emit-surface"
+SEAM_V1 = "/v1/host/sample/a2ui/emit-surface"
+
+
+def _settings(tag: str) -> Settings:
+    unique = uuid.uuid4().hex[:8]
+    return replace(
+        load_settings({}),
+        topic_prefix=f"h{tag}{unique}.",
+        app_id=f"a2ui-http-{tag}-{unique}",
+        partitions=3,
+        fast_groups=True,
+    )
+
+
+def _workers(
+    broker: Broker, tmp: Path, tag: str, env: dict[str, str], count: int = 1
+) -> Iterator[list[WorkerProcess]]:
+    settings = _settings(tag)
+    asyncio.run(apply_topics(broker, settings))
+    base_env = {"A2UI_STREAM_HTTP_TOKENS": TOKEN, "A2UI_STREAM_SEAMS": "1", **env}
+    workers = [WorkerProcess(broker, settings, f"{tag}{i}", tmp, base_env) for i in range(count)]
+    for worker in workers:
+        worker.start()
+    try:
+        yield workers
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+@pytest.fixture(scope="module")
+def floor2(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Http]]:
+    """Two workers of one deployment, floor 2, warn: any of them answers for any run."""
+    tmp = tmp_path_factory.mktemp("floor2")
+    for workers in _workers(broker, tmp, "f2", {"A2UI_STREAM_FLOOR": "2"}, count=2):
+        yield [wait_http(w) for w in workers]
+
+
+@pytest.fixture(scope="module")
+def floor1(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Http]:
+    """A v1 host (floor 1) with the RFC 0114 delta transport."""
+    tmp = tmp_path_factory.mktemp("floor1")
+    for workers in _workers(broker, tmp, "f1", {"A2UI_STREAM_FLOOR": "1"}):
+        yield wait_http(workers[0])
+
+
+def _run(tenant: str = "conf") -> str:
+    return f"{tenant}/run-{uuid.uuid4().hex}"
+
+
+def _emit(http: Http, run: str, envelope: dict) -> tuple[int, dict]:
+    reply = http.post(SEAM_V2, {"runId": run, "envelope": envelope})
+    return reply.status, reply.body
+
+
+# -- discovery and authentication ------------------------------------------------------------------
+
+
+def test_discovery_v1_and_v2_advertise_what_admission_enforces(floor2: list[Http]) -> None:
+    anonymous = Http(floor2[0].base, token=None)
+    v1 = anonymous.get("/.well-known/openwop")
+    assert v1.status == 200
+    assert "ui.a2ui-surface" in v1.body["supportedEnvelopes"]
+    assert v1.body["schemaVersions"]["ui.a2ui-surface"] == 2
+    assert v1.body["envelopeStrictness"] == "warn"
+    assert v1.body["a2uiSurface"] == {"deltaTransport": True}
+    doc = anonymous.get("/.well-known/openwop", headers={"OpenWOP-Version": "2"}).body
+    assert doc["supportedEnvelopes"]["kinds"] == ["ui.a2ui-surface"]
+    assert doc["schemaVersions"]["kinds"] == {"ui.a2ui-surface": 2}
+    assert doc["envelopeStrictness"]["mode"] == "warn"
+    assert doc["conformance"]["seamsProfile"] == "openwop-conformance-seams-v2"
+    assert "a2uiSurface" not in doc  # the deprecated delta facet is not advertised on v2
+
+
+def test_run_endpoints_need_a_bearer_token(floor2: list[Http]) -> None:
+    base = floor2[0].base
+    path = runs_path("nobody/none")
+    assert Http(base, token=None).get(path).status == 401
+    wrong = Http(base, token="not-the-token").get(path)
+    assert wrong.status == 401 and wrong.body["error"] == "unauthenticated"
+    assert TOKEN not in wrong.raw.decode()
+    assert Http(base).get(path).status == 404  # authorized: the run just does not exist
+    assert Http(base, token=None).post(SEAM_V2, {"runId": "x/y", "envelope": {}}).status == 401
+
+
+# -- §16a over the v2 seam -------------------------------------------------------------------------
+
+
+def test_16a_version_selects_branch(floor2: list[Http]) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    sid = b.sid("a1")
+    status, body = _emit(http, run, b.envelope(v2(sid, [create_msg(), components_msg()])))
+    assert status == 201 and isinstance(body["sequence"], int) and set(body) == {"sequence"}
+    status, body = _emit(http, run, b.envelope(V1_SURFACE))
+    assert (status, body["error"]) == (422, "envelope_invalid")
+    status, body = _emit(http, run, b.envelope(v2(b.sid("a3"), [create_msg()]), schema_version=3))
+    assert (status, body["error"]) == (422, "unknown_schema_version")
+    # warn: schemaVersion 1 with a v2 body is validated at the floor and admitted ...
+    status, _ = _emit(http, run, b.envelope(v2(b.sid("a4"), [create_msg()]), schema_version=1))
+    assert status == 201
+    # ... and a v1 body at schemaVersion 1 is then refused (one branch, never the union)
+    status, body = _emit(http, run, b.envelope(V1_SURFACE, schema_version=1))
+    assert (status, body["error"]) == (422, "envelope_invalid")
+
+
+def test_16a_fold_guarded(floor2: list[Http]) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    fold_a, fold_b, fold_c = b.sid("fold-a"), b.sid("fold-b"), b.sid("fold-c")
+    steps = [
+        (fold_a, [components_msg()], 422),
+        (fold_b, [create_msg(), components_msg()], 201),
+        (fold_b, [delete_msg()], 201),
+        (fold_b, [data_msg()], 422),
+        (fold_c, [create_msg()], 201),
+        (fold_c, [create_msg()], 422),
+        (fold_b, [create_msg(), data_msg()], 201),
+    ]
+    for sid, messages, expected in steps:
+        status, body = _emit(http, run, b.envelope(v2(sid, messages)))
+        assert status == expected, (sid, messages, body)
+        if expected == 422:
+            assert body["error"] == "envelope_invalid"
+
+
+def test_16a_cross_field_rules_and_a_refusal_records_nothing(floor2: list[Http]) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    other = "https://a2ui.org/specification/v0_9/catalogs/other/catalog.json"
+    status, body = _emit(http, run, b.envelope(v2(b.sid("cat"), [create_msg(other)])))
+    assert (status, body["error"]) == (422, "envelope_invalid")
+    status, _ = _emit(http, run, b.envelope(v2(b.sid("cat"), [create_msg()])))
+    assert status == 201
+    sid = b.sid("eq")
+    payload = v2(sid, [create_msg(), components_msg()])
+    payload["messages"][1]["updateComponents"]["surfaceId"] = sid + "-other"
+    status, body = _emit(http, run, b.envelope(payload))
+    assert (status, body["error"]) == (422, "envelope_invalid")
+    status, _ = _emit(http, run, b.envelope(v2(sid, [create_msg(), components_msg()])))
+    assert status == 201  # the refusal recorded nothing: the surface was still absent
+
+
+def test_16a_recorded_as_recorded_with_fork(floor2: list[Http]) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    sid = b.sid("rec")
+    payload = v2(sid, [create_msg(), components_msg()])
+    status, body = _emit(http, run, b.envelope(payload))
+    assert status == 201
+    first = body["sequence"]
+    poll = http.get(runs_path(run, "/events/poll?timeout=1")).body
+    assert contains_subtree(poll, payload)
+    status, body = _emit(http, run, b.envelope(v2(sid, [data_msg()])))
+    assert status == 201 and body["sequence"] > first
+    fork = http.post(runs_path(run, ":fork"), {"mode": "replay", "fromSeq": body["sequence"]})
+    assert fork.status == 201, fork.body
+    child = fork.body["runId"]
+    assert fork.body["sourceRunId"] == run and child.startswith("conf/")
+    child_poll = http.get(runs_path(child, "/events/poll?timeout=1")).body
+    assert contains_subtree(child_poll, payload)
+    # the fork holds exactly the prefix [0, fromSeq) and its marker
+    types = [e["type"] for e in child_poll["events"]]
+    assert types == ["ui.a2ui-surface", "run.forked"]
+    assert child_poll["events"][0]["payload"] == poll["events"][0]["payload"]
+    assert child_poll["events"][0]["runId"] == child
+
+
+def test_16f_fork_refusals(floor2: list[Http]) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    _emit(http, run, b.envelope(v2(b.sid("f"), [create_msg()])))
+    overlay = http.post(runs_path(run, ":fork"), {"mode": "replay", "runOptionsOverlay": {"a": 1}})
+    assert overlay.status == 400
+    far = http.post(runs_path(run, ":fork"), {"mode": "branch", "fromSeq": 999999})
+    assert (far.status, far.body["error"]) == (422, "fork_point_invalid")
+    assert far.body["details"]["lastSequence"] == 0
+    ok = http.post(runs_path(run, ":fork"), {"mode": "replay"})
+    assert ok.status == 201
+    assert {"sourceRunId", "mode", "runId", "eventsUrl"} <= set(ok.body)
+    assert http.post(runs_path("conf/absent", ":fork"), {"mode": "replay"}).status == 404
+
+
+def test_a_forged_fork_command_cannot_inject_events(floor2: list[Http]) -> None:
+    """A producer that writes a run.fork command by hand names log offsets; the validator reads
+    the events from the log itself, so offsets that do not hold the source run are refused."""
+    http, b, run = floor2[0], Builder(), _run()
+    _emit(http, run, b.envelope(v2(b.sid("src"), [create_msg()])))
+    forged = {
+        "runId": "conf/forged-" + uuid.uuid4().hex,
+        "command": {
+            "type": "run.fork",
+            "sourceRunId": "conf/someone-else",
+            "fromSeq": 1,
+            "mode": "replay",
+            "source": {"partition": 0, "firstOffset": 0, "lastOffset": 0},
+        },
+    }
+    status, body = _emit(http, forged["runId"], {})  # establishes nothing: shape refused
+    assert status == 422 or status == 400
+    reply = asyncio.run(_publish_raw(http, forged))
+    assert reply is not None and reply["code"] == "fork_point_invalid"
+    assert http.get(runs_path(forged["runId"])).status == 404
+
+
+async def _publish_raw(http: Http, record: dict) -> dict | None:
+    """Publish a record on the admission topic like any producer and read its dead letter."""
+    from aiokafka import AIOKafkaProducer
+
+    from app.core.keys import partition_for_run
+    from app.shell.kafka_io import read_topic
+
+    health = http.get("/health").body
+    bootstrap = _bootstrap_of(http)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        meta = await producer.send_and_wait(
+            health["topics"]["admission"],
+            json.dumps(record).encode(),
+            key=record["runId"].encode(),
+            partition=partition_for_run(record["runId"], 3),
+        )
+    finally:
+        await producer.stop()
+    for _ in range(100):
+        for letter in await read_topic(bootstrap, health["topics"]["deadletter"]):
+            value = json.loads(letter.value)
+            if (
+                value["source"]["offset"] == meta.offset
+                and value["source"]["partition"] == meta.partition
+            ):
+                return value
+        await asyncio.sleep(0.2)
+    return None
+
+
+_BOOTSTRAP: dict[str, str] = {}
+
+
+def _bootstrap_of(http: Http) -> str:
+    return _BOOTSTRAP["value"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _remember_bootstrap(broker: Broker) -> None:
+    _BOOTSTRAP["value"] = broker.bootstrap
+
+
+# -- streams ----------------------------------------------------------------------------
+
+
+def test_any_worker_answers_for_any_run(floor2: list[Http]) -> None:
+    first, second = floor2
+    b, run = Builder(), _run("tenant-x")
+    status, body = _emit(first, run, b.envelope(v2(b.sid("w"), [create_msg()])))
+    assert status == 201
+    poll = second.get(runs_path(run, "/events/poll?timeout=5")).body
+    assert [e["sequence"] for e in poll["events"]] == [body["sequence"]]
+    assert poll["status"] == "running" and poll["isTerminal"] is False
+    assert second.get(runs_path(run, "", v1=False)).body["lastSequence"] == body["sequence"]
+
+
+def test_sse_frames_modes_and_exclusive_last_event_id(floor2: list[Http]) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    sid = b.sid("sse")
+    _emit(http, run, b.envelope(v2(sid, [create_msg()])))
+    for _i in range(3):
+        _emit(http, run, b.envelope(v2(sid, [data_msg()])))
+    events = read_sse(http.base, runs_path(run, "/events"), until=3)
+    assert [e.id for e in events] == ["0", "1", "2", "3"]
+    assert {e.event for e in events} == {"ui.a2ui-surface"}
+    assert json.loads(events[0].data)["sequence"] == 0
+    resumed = read_sse(
+        http.base, runs_path(run, "/events"), until=3, headers={"Last-Event-ID": "1"}
+    )
+    assert [e.id for e in resumed] == ["2", "3"]  # N itself is never re-sent
+    bad = http.get(runs_path(run, "/events?streamMode=values,updates"))
+    assert bad.status == 400 and bad.body["error"] == "unsupported_stream_mode"
+    assert set(bad.body["details"]["supported"]) == {"values", "updates", "messages", "debug"}
+    assert http.get(runs_path(run, "/events"), headers={"Last-Event-ID": "x"}).status == 400
+    # a cursor at the end holds the stream open on a live run: the next event arrives on it
+    got: list = []
+    reader = threading.Thread(
+        target=lambda: got.extend(
+            read_sse(http.base, runs_path(run, "/events"), until=4, headers={"Last-Event-ID": "3"})
+        )
+    )
+    reader.start()
+    _emit(http, run, b.envelope(v2(sid, [data_msg()])))
+    reader.join(30)
+    assert [e.id for e in got] == ["4"]
+
+
+def test_openwop_client_resumes_a_dropped_stream_without_loss_or_repetition(
+    floor2: list[Http],
+) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    sid = b.sid("drop")
+    _emit(http, run, b.envelope(v2(sid, [create_msg()])))
+    for _ in range(19):
+        _emit(http, run, b.envelope(v2(sid, [data_msg()])))
+    proxy = CuttingProxy(int(http.base.rsplit(":", 1)[1]), cut_after=9000)
+    proxy.start()
+    try:
+        seen = []
+        for event in stream_events(
+            f"http://127.0.0.1:{proxy.port}",
+            TOKEN,
+            run,
+            timeout_seconds=10,
+            reconnect_delay_seconds=0.1,
+        ):
+            seen.append(event.sequence)
+            if event.sequence == 19:
+                break
+    finally:
+        proxy.stop()
+    assert seen == list(range(20))
+    assert len(proxy.received) >= 2, "the first connection was not dropped"
+    # on the wire: the resumed connection starts after the last id the first one delivered
+    first = [
+        int(e.id) for e in parse_sse(bytes(proxy.received[0]).split(b"\r\n\r\n", 1)[-1]) if e.id
+    ]
+    second = [
+        int(e.id) for e in parse_sse(bytes(proxy.received[1]).split(b"\r\n\r\n", 1)[-1]) if e.id
+    ]
+    assert first and second and second[0] > max(first) - 1
+    assert sorted(set(first[:-1]) & set(second)) == []
+
+
+# -- §16c (v1 host, RFC 0114) ----------------------------------------------------------
+
+
+FULL_V0 = FULL_SURFACE_V0
+
+
+def _is_frame(obj: object) -> bool:
+    return isinstance(obj, dict) and set(obj) == {"surfaceRef", "catalogVersion", "patch"}
+
+
+def _frames(node: object) -> list[dict]:
+    found: list[dict] = []
+    if _is_frame(node):
+        found.append(node)  # type: ignore[arg-type]
+    if isinstance(node, dict):
+        for value in node.values():
+            found += _frames(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _frames(value)
+    return found
+
+
+def test_16c_delta_reconstruction_leg(floor1: Http) -> None:
+    http = floor1
+    run = f"conf-a2ui-delta-{uuid.uuid4().hex[:12]}"  # a fresh id, never created by POST /runs
+    after = json.loads(json.dumps(FULL_V0))
+    after["surface"]["components"][1]["text"] = "Confirmed — see you then."
+    after["surface"]["components"].append({"component": "text", "text": "An invite is on its way."})
+    a = http.post(SEAM_V1, {"runId": run, "surface": FULL_V0})
+    assert a.status < 300, a.body
+    b = http.post(SEAM_V1, {"runId": run, "surface": after})
+    assert b.status < 300, b.body
+    ref_b = b.body["surfaceRef"]
+    read = http.get(
+        runs_path(run, "/events?a2uiDelta=1", v1=True), headers={"Accept": "application/json"}
+    )
+    assert read.status == 200
+    frames = [f for f in _frames(read.body) if f["surfaceRef"] == ref_b]
+    assert frames, read.body
+    frame = frames[-1]
+    assert frame["catalogVersion"] == "0.9.1"
+    rebuilt = apply_patch(FULL_V0, frame["patch"])
+    assert RULES.check_v1(rebuilt) is None
+    assert jsonpatch.apply_patch(FULL_V0, frame["patch"]) == rebuilt
+    full_read = http.get(runs_path(run, "/events", v1=True), headers={"Accept": "application/json"})
+    fulls = [e["payload"]["envelope"]["payload"] for e in full_read.body["events"]]
+    assert rebuilt == fulls[-1]
+    assert not _frames(full_read.body)  # without the parameter: full surfaces only
+    # the same on SSE: a full frame, then a delta event for B
+    events = read_sse(http.base, runs_path(run, "/events?a2uiDelta=1", v1=True), until=1)
+    assert [e.event for e in events] == ["ui.a2ui-surface", "ui.a2ui-surface.delta"]
+    assert json.loads(events[1].data)["surfaceRef"] == ref_b
+
+
+def test_16c_out_of_catalog_is_refused_by_the_real_validator(floor1: Http) -> None:
+    run = f"conf-a2ui-delta-{uuid.uuid4().hex[:12]}"
+    assert floor1.post(SEAM_V1, {"runId": run, "surface": FULL_V0}).status < 300
+    iframe = {
+        "catalogVersion": "0.9.1",
+        "surface": {"components": [{"component": "iframe", "src": "https://evil.example/"}]},
+    }
+    refused = floor1.post(SEAM_V1, {"runId": run, "surface": iframe})
+    assert refused.status >= 400 and refused.body["error"] == "envelope_invalid"
+
+
+def test_16a_legacy_recorded_as_recorded_on_a_floor_1_host(floor1: Http) -> None:
+    http, run = floor1, f"legacy-{uuid.uuid4().hex}"
+    s = http.post(SEAM_V1, {"runId": run, "surface": V1_SURFACE})
+    assert s.status == 201
+    assert contains_subtree(http.get(runs_path(run, "/events/poll?timeout=1")).body, V1_SURFACE)
+    f = http.post(SEAM_V1, {"runId": run, "surface": V1_LATER})
+    assert f.status == 201 and f.body["sequence"] > s.body["sequence"]
+    fork = http.post(runs_path(run, ":fork"), {"mode": "replay", "fromSeq": f.body["sequence"]})
+    assert fork.status == 201
+    child = http.get(runs_path(fork.body["runId"], "/events/poll?timeout=1")).body
+    assert contains_subtree(child, V1_SURFACE)
+    assert not contains_subtree(child, V1_LATER)
+
+
+def test_envelopes_endpoint_admits_through_the_validator(floor1: Http) -> None:
+    run = f"prod-{uuid.uuid4().hex}"
+    b = Builder()
+    ok = floor1.post(runs_path(run, "/envelopes"), b.envelope(V1_SURFACE, schema_version=1))
+    assert ok.status == 201 and ok.body["sequence"] == 0 and ok.body["runId"] == run
+    again = floor1.post(
+        runs_path(run, "/envelopes"),
+        {**b.envelope(V1_SURFACE, schema_version=1), "correlationId": f"corr-0209-{b.nonce}-1"},
+    )
+    assert again.status == 201 and again.body["sequence"] == 0  # E2: the original outcome
+    bad = floor1.post(runs_path(run, "/envelopes"), {"type": "ui.a2ui-surface"})
+    assert bad.status == 400 and bad.body["error"] == "validation_error"
+    assert bad.body["details"]["pointer"].startswith("/envelope")
