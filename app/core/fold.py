@@ -25,6 +25,7 @@ from typing import Any
 from app.core.pmap import PMap
 from app.core.policy import SURFACE_KIND
 from app.core.refusal import Violation
+from app.core.run_lifecycle import apply_host_event
 from app.core.run_state import (
     EMPTY,
     Correlation,
@@ -219,7 +220,8 @@ def apply(state: RunState, event: Mapping[str, Any]) -> RunState:
     sequence = event["sequence"]
     if sequence < state.next_sequence:
         return state
-    advanced: RunState = state._replace(next_sequence=sequence + 1)
+    lifecycle = apply_host_event(state.lifecycle, event)
+    advanced: RunState = state._replace(next_sequence=sequence + 1, lifecycle=lifecycle)
     return advanced
 
 
@@ -270,5 +272,7 @@ def apply_with(
         nodes = old_nodes | {node_id} if isinstance(node_id, str) else old_nodes
         v1 = V1Surface(rec, untrusted or (v1 is not None and v1.tainted), nodes)
     nxt = sequence + 1 if sequence >= state.next_sequence else state.next_sequence
-    new: RunState = _make(RunState, (state.run_id, nxt, surfaces, correlations, v1))
+    new: RunState = _make(
+        RunState, (state.run_id, nxt, surfaces, correlations, v1, state.lifecycle)
+    )
     return new

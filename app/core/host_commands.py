@@ -7,6 +7,21 @@ events to append, or a ``Violation`` (a dead letter, as for any refused record).
 
 Commands:
 
+- ``run.create`` ``{workflowId}``: a fresh run gets ``run.created``; the ``conformance-approval``
+  fixture (§16a gate) is then suspended at node ``gate`` (``node.suspended``, kind approval).
+- ``run.cancel``: ``run.cancelled``; a terminal run refuses (``run_terminal``).
+- ``interrupt.resolve`` ``{nodeId, resumeValue, expectedSequence}`` (§9 Interrupt resolve, §7):
+  refused with ``forbidden`` (details.reason ``untrusted_content_blocks_approval``) while ANY
+  surface bound to the node is tainted, and the interrupt stays pending; ``not_found`` when
+  no interrupt is pending there; ``interrupt_already_resolved`` (409) when it was resolved
+  after ``expectedSequence``, the run's last sequence the requester saw (a concurrent
+  resolve). Accepted: ``interrupt.resolved {nodeId, resumeValue}`` (SR-1 redacted).
+- ``action.submit`` ``{surfaceId, sourceComponentId, name, context, expectedSequence}``
+  (a2ui-action-confinement; the HTTP layer checked the component and the context against the
+  materialized surface at ``expectedSequence``, app.core.actions): re-checked here against the
+  run state: the name is resume or exchange, the surface is live, final and untainted, and
+  it has not changed since ``expectedSequence`` (else ``run_state_conflict``: look again).
+  Accepted: ``action.accepted {surfaceId, sourceComponentId, name, context}`` (SR-1 redacted).
 - ``run.fork`` (openwop-a2ui.md §9 Fork): the record's ``runId`` is the NEW run. Its log gets the
   source run's recorded events ``[0, fromSeq)`` copied as recorded (payload untouched, byte for
   byte; only ``runId`` and ``eventId`` are the child's), then one ``run.forked`` host event at
@@ -25,7 +40,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from app.core.redaction import Secrets, redact
 from app.core.refusal import Violation
+from app.core.run_lifecycle import TERMINAL_STATUSES
 from app.core.run_state import RunState
 
 __all__ = [
@@ -35,7 +52,14 @@ __all__ = [
     "fork_source_of",
     "host_event",
     "decide_command",
+    "resume_of",
+    "APPROVAL_FIXTURE",
+    "ACTION_NAMES",
 ]
+
+APPROVAL_FIXTURE = "conformance-approval"
+APPROVAL_NODE = "gate"
+ACTION_NAMES = ("resume", "exchange")  # a2ui-action-confinement
 
 HOST_EVENT_SCHEMA_VERSION = 1
 FORK_MODES = ("replay", "branch")
@@ -180,6 +204,216 @@ def _fork(
     return out
 
 
+class _Emit:
+    """Builds the host events of one command from the run's next sequence."""
+
+    def __init__(
+        self, run_id: str, state: RunState, now: str, event_id_for: Callable[[str, int], str]
+    ) -> None:
+        self.run_id, self.next, self.now, self.event_id_for = (
+            run_id,
+            state.next_sequence,
+            now,
+            (event_id_for),
+        )
+        self.events: list[dict[str, Any]] = []
+
+    def __call__(
+        self, event_type: str, payload: Mapping[str, Any], node_id: str | None = None
+    ) -> None:
+        sequence = self.next + len(self.events)
+        self.events.append(
+            host_event(
+                self.run_id,
+                sequence,
+                event_type,
+                payload,
+                event_id=self.event_id_for(self.run_id, sequence),
+                now=self.now,
+                node_id=node_id,
+            )
+        )
+
+
+def _terminal(state: RunState) -> Violation | None:
+    if state.lifecycle.status in TERMINAL_STATUSES:
+        return Violation(
+            "run_terminal",
+            "run-live",
+            "/runId",
+            f"run {state.run_id!r} is {state.lifecycle.status}",
+            {"runStatus": state.lifecycle.status},
+        )
+    return None
+
+
+def _create(command: Mapping[str, Any], state: RunState, emit: _Emit) -> Violation | None:
+    workflow = command.get("workflowId")
+    if not isinstance(workflow, str) or not 1 <= len(workflow) <= 256:
+        return _invalid("/command/workflowId", "workflowId must be a string of 1..256 chars")
+    if state.next_sequence != 0:
+        return Violation(
+            "run_state_conflict",
+            "run-fresh",
+            "/runId",
+            f"run {state.run_id!r} already exists",
+            {"runStatus": state.lifecycle.status},
+        )
+    emit("run.created", {"workflowId": workflow})
+    if workflow == APPROVAL_FIXTURE:  # §16a gate: a run suspended at node `gate`
+        emit("node.suspended", {"nodeId": APPROVAL_NODE, "kind": "approval"}, APPROVAL_NODE)
+    return None
+
+
+def _cancel(state: RunState, emit: _Emit) -> Violation | None:
+    if state.next_sequence == 0:
+        return Violation("not_found", "run-exists", "/runId", f"no run {state.run_id!r}")
+    ended = _terminal(state)
+    if ended is not None:
+        return ended
+    emit("run.cancelled", {})
+    return None
+
+
+def _expected(command: Mapping[str, Any]) -> int:
+    value = command.get("expectedSequence")
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def _resolve(
+    command: Mapping[str, Any], state: RunState, emit: _Emit, secrets: Secrets
+) -> Violation | None:
+    node = command.get("nodeId")
+    if not isinstance(node, str) or not node:
+        return _invalid("/command/nodeId", "nodeId must be a non-empty string")
+    ended = _terminal(state)
+    if ended is not None:
+        return ended
+    found = state.lifecycle.interrupt(node)
+    if found is None or found[0] != "pending":
+        if found is not None and found[1] > _expected(command):
+            return Violation(
+                "interrupt_already_resolved",
+                "interrupt-pending",
+                "/command/nodeId",
+                f"the interrupt at {node!r} was resolved concurrently (sequence {found[1]})",
+                {"nodeId": node, "resolvedAt": found[1]},
+            )
+        return Violation(
+            "not_found",
+            "interrupt-pending",
+            "/command/nodeId",
+            f"no pending interrupt at node {node!r} (not found or already resolved)",
+            {"nodeId": node},
+        )
+    tainted = state.tainted_surfaces_for_node(node)
+    if tainted:  # §7: an approval never advances on an untrusted surface (sticky in v2)
+        return Violation(
+            "forbidden",
+            "untrusted-blocks-approval",
+            "/command/nodeId",
+            "untrusted_content_blocks_approval: a surface bound to this node carries "
+            "untrusted content; the interrupt stays pending",
+            {"reason": "untrusted_content_blocks_approval", "nodeId": node, "surfaceIds": tainted},
+        )
+    value = command.get("resumeValue")
+    emit("interrupt.resolved", {"nodeId": node, "resumeValue": redact(value, secrets)}, node)
+    return None
+
+
+def _action(
+    command: Mapping[str, Any], state: RunState, emit: _Emit, secrets: Secrets
+) -> Violation | None:
+    name = command.get("name")
+    if name not in ACTION_NAMES:  # a2ui-action-confinement
+        return Violation(
+            "action_refused",
+            "action-confinement",
+            "/command/name",
+            f"an action's name is resume or exchange, not {name!r}",
+            {"name": name},
+        )
+    ended = _terminal(state)
+    if ended is not None:
+        return ended
+    sid = command.get("surfaceId")
+    if not isinstance(sid, str):
+        return _invalid("/command/surfaceId", "surfaceId must be a string")
+    if sid == "~v1":
+        v1 = state.v1_surface
+        last, tainted, partial, nodes = (
+            (None, False, False, frozenset[str]())
+            if v1 is None
+            else (v1.last, v1.tainted, False, v1.node_ids)
+        )
+        live = v1 is not None
+    else:
+        surface = state.surfaces.get(sid)
+        live = surface is not None and surface.status == "live"
+        last = None if surface is None else surface.last
+        tainted = surface is not None and surface.tainted
+        partial = surface is not None and surface.partial
+        nodes = frozenset() if surface is None else surface.node_ids
+    if not live:
+        return Violation(
+            "not_found", "surface-live", "/command/surfaceId", f"no live surface {sid!r}"
+        )
+    if partial:
+        return Violation(
+            "action_refused",
+            "surface-final",
+            "/command/surfaceId",
+            "the surface's last envelope is a partial chunk: actions wait for the final one (E1)",
+        )
+    if tainted:
+        return Violation(
+            "forbidden",
+            "untrusted-blocks-approval",
+            "/command/surfaceId",
+            "untrusted_content_blocks_approval: this surface carries untrusted content",
+            {"reason": "untrusted_content_blocks_approval", "surfaceIds": [sid]},
+        )
+    if last is None or last.sequence != _expected(command):
+        return Violation(
+            "run_state_conflict",
+            "surface-unchanged",
+            "/command/expectedSequence",
+            "the surface changed after the action was checked; submit it again",
+            {"runStatus": state.lifecycle.status},
+        )
+    payload = {
+        "surfaceId": sid,
+        "sourceComponentId": command.get("sourceComponentId"),
+        "name": name,
+        "context": redact(command.get("context"), secrets),
+    }
+    node = next(iter(sorted(nodes)), None)
+    emit("action.accepted", payload, node)
+    return None
+
+
+def resume_of(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The record for the resumes topic (schemas/resume) that an accepted action or a resolved
+    interrupt produces, for the orchestrator; None for other events."""
+    payload = event.get("payload")
+    if not isinstance(payload, dict):
+        return None
+    base = {
+        "runId": event["runId"],
+        "sequence": event["sequence"],
+        "eventId": event["eventId"],
+        "type": event["type"],
+    }
+    if event["type"] == "interrupt.resolved":
+        return {**base, "nodeId": payload["nodeId"], "value": payload.get("resumeValue")}
+    if event["type"] == "action.accepted":
+        resumed = {**base, "surfaceId": payload["surfaceId"], "name": payload["name"]}
+        if "nodeId" in event:
+            resumed["nodeId"] = event["nodeId"]
+        return {**resumed, "value": payload.get("context")}
+    return None
+
+
 def decide_command(
     record: Mapping[str, Any],
     state: RunState,
@@ -187,13 +421,26 @@ def decide_command(
     *,
     now: str,
     event_id_for: Callable[[str, int], str],
+    secrets: Secrets = (),
 ) -> list[dict[str, Any]] | Violation:
     """The events a command record appends to its run (in order, from ``state.next_sequence``),
     or why it is refused. ``fetched(source)`` returns the log events the shell read for a fork
-    (None when it could not read them)."""
+    (None when it could not read them); ``secrets`` are the run's SR-1 registrations."""
     command = record.get("command")
     if not isinstance(command, dict):
         return _invalid("/command", "a command record is {runId, command: {type, ...}}")
-    if command.get("type") == "run.fork":
+    kind = command.get("type")
+    if kind == "run.fork":
         return _fork(record, command, state, fetched, now, event_id_for)
-    return _invalid("/command/type", f"unknown host command {command.get('type')!r}")
+    emit = _Emit(state.run_id, state, now, event_id_for)
+    if kind == "run.create":
+        refused = _create(command, state, emit)
+    elif kind == "run.cancel":
+        refused = _cancel(state, emit)
+    elif kind == "interrupt.resolve":
+        refused = _resolve(command, state, emit, secrets)
+    elif kind == "action.submit":
+        refused = _action(command, state, emit, secrets)
+    else:
+        return _invalid("/command/type", f"unknown host command {kind!r}")
+    return refused if refused is not None else emit.events

@@ -79,6 +79,9 @@ _FROM_ADMISSION: Mapping[str, str] = MappingProxyType(
         "record_limit_exceeded": "envelope_invalid",
         # The broker would not take the outcome: ours to fix (refusal.py), never the sender's.
         "record_unrecordable": "internal_error",
+        # An action the host refuses (issue 7: not a Button, a name outside resume/exchange, a
+        # partial surface, a context path outside the data model): the registry's refusal.
+        "action_refused": "envelope_refusal",
     }
 )
 

@@ -29,6 +29,11 @@ HTTP_STATUS: Mapping[str, int] = {
     # hold (§9), or a command that the run's state does not allow.
     "fork_point_invalid": 422,
     "run_state_conflict": 409,
+    # Interrupts and actions (issue 7; §7, §9 Interrupt resolve, a2ui-action-confinement).
+    "not_found": 404,
+    "forbidden": 403,
+    "interrupt_already_resolved": 409,
+    "action_refused": 422,
     # Our own, for records that are not admission records at all (dead letters only).
     "record_not_utf8": 400,
     "record_not_json": 400,

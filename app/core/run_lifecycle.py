@@ -5,14 +5,28 @@ first recorded event and its status only moves on host events (docs/http.md). Th
 the OpenWOP run statuses the HTTP API reports (``GET /runs/{runId}``, poll's ``status`` and
 ``isTerminal``).
 
-May import: the standard library.
+``apply_host_event`` folds the same table into the validator's ``RunState.lifecycle`` and
+also tracks interrupts: ``node.suspended {nodeId}`` opens one (the run waits for approval),
+``interrupt.resolved {nodeId}`` closes it.
+
+May import: the standard library and app.core.run_state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
-__all__ = ["INITIAL_STATUS", "TERMINAL_STATUSES", "STATUS_AFTER", "status_after", "status_of"]
+from app.core.run_state import Lifecycle
+
+__all__ = [
+    "INITIAL_STATUS",
+    "TERMINAL_STATUSES",
+    "STATUS_AFTER",
+    "status_after",
+    "status_of",
+    "apply_host_event",
+]
 
 INITIAL_STATUS = "running"
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
@@ -41,3 +55,21 @@ def status_of(event_types: Iterable[str]) -> str:
     for event_type in event_types:
         status = status_after(status, event_type)
     return status
+
+
+def apply_host_event(lifecycle: Lifecycle, event: Mapping[str, Any]) -> Lifecycle:
+    """Fold one host event into the validator's lifecycle state."""
+    event_type = str(event.get("type", ""))
+    status = status_after(lifecycle.status, event_type)
+    payload = event.get("payload")
+    node = payload.get("nodeId") if isinstance(payload, dict) else None
+    interrupts = lifecycle.interrupts
+    if event_type in ("node.suspended", "interrupt.resolved") and isinstance(node, str):
+        state = "pending" if event_type == "node.suspended" else "resolved"
+        kept = tuple(i for i in interrupts if i[0] != node)
+        interrupts = (*kept, (node, state, int(event["sequence"])))
+        if state == "resolved" and any(i[1] == "pending" for i in kept):
+            status = lifecycle.status  # another interrupt still waits
+    if status == lifecycle.status and interrupts is lifecycle.interrupts:
+        return lifecycle
+    return Lifecycle(status, interrupts)

@@ -34,6 +34,7 @@ __all__ = [
     "V1Surface",
     "Correlation",
     "RunState",
+    "Lifecycle",
     "dump",
     "load",
 ]
@@ -87,6 +88,20 @@ class Correlation(NamedTuple):
     chunks: PMap[int, Recorded] = EMPTY
 
 
+class Lifecycle(NamedTuple):
+    """The run lifecycle as its host events left it (app.core.run_lifecycle): the status and
+    each interrupt ``(nodeId, "pending" | "resolved", sequence of that change)``."""
+
+    status: str = "running"
+    interrupts: tuple[tuple[str, str, int], ...] = ()
+
+    def interrupt(self, node_id: str) -> tuple[str, int] | None:
+        for node, state, sequence in self.interrupts:
+            if node == node_id:
+                return state, sequence
+        return None
+
+
 class RunState(NamedTuple):
     """Admission state of one run. Build with ``RunState.initial(run_id)``."""
 
@@ -95,12 +110,13 @@ class RunState(NamedTuple):
     surfaces: PMap[str, SurfaceState] = EMPTY
     correlations: PMap[str, Correlation] = EMPTY
     v1_surface: V1Surface | None = None
+    lifecycle: Lifecycle = Lifecycle()
 
     @classmethod
     def initial(cls, run_id: str) -> RunState:
         """The state of a run with an empty log."""
         # tuple.__new__ skips the generated __new__ frame (every fresh run's first decision)
-        state: RunState = tuple.__new__(cls, (run_id, 0, EMPTY, EMPTY, None))
+        state: RunState = tuple.__new__(cls, (run_id, 0, EMPTY, EMPTY, None, _NO_LIFECYCLE))
         return state
 
     def surface_status(self, surface_id: str) -> FoldStatus:
@@ -119,6 +135,9 @@ class RunState(NamedTuple):
         if v1 is not None and v1.tainted and node_id in v1.node_ids:
             found.append("v1")
         return tuple(found)
+
+
+_NO_LIFECYCLE = Lifecycle()
 
 
 # --- a JSON form, for a state table (the log stays the source of truth) -----------------------
@@ -164,6 +183,10 @@ def dump(state: RunState) -> dict[str, Any]:
         "v1Surface": None
         if v1 is None
         else {"last": _rec(v1.last), "tainted": v1.tainted, "nodeIds": sorted(v1.node_ids)},
+        "lifecycle": {
+            "status": state.lifecycle.status,
+            "interrupts": [list(i) for i in state.lifecycle.interrupts],
+        },
     }
 
 
@@ -194,6 +217,11 @@ def load(obj: dict[str, Any]) -> RunState:
         }
     )
     v1 = obj.get("v1Surface")
+    life = obj.get("lifecycle") or {}
+    lifecycle = Lifecycle(
+        str(life.get("status", "running")),
+        tuple((str(n), str(st), int(q)) for n, st, q in life.get("interrupts", ())),
+    )
     return RunState(
         run_id=obj["runId"],
         next_sequence=int(obj["nextSequence"]),
@@ -202,4 +230,5 @@ def load(obj: dict[str, Any]) -> RunState:
         v1_surface=None
         if v1 is None
         else V1Surface(_unrec_required(v1["last"]), bool(v1["tainted"]), frozenset(v1["nodeIds"])),
+        lifecycle=lifecycle,
     )

@@ -32,12 +32,13 @@ from app.core.admission import (
 )
 from app.core.dead_letter import dead_letter
 from app.core.fold import apply
-from app.core.host_commands import ForkSource, decide_command
+from app.core.host_commands import ForkSource, decide_command, resume_of
 from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
 from app.core.keys import log_key, partition_for_run
 from app.core.policy import HostPolicy
 from app.core.redaction import prepare
 from app.core.refusal import Violation
+from app.core.run_lifecycle import TERMINAL_STATUSES
 from app.core.run_state import RunState
 
 __all__ = ["Append", "AppendMany", "Duplicate", "Reject", "SourceRecord", "validate"]
@@ -72,6 +73,7 @@ class AppendMany:
     run_id: str
     records: tuple[tuple[int, bytes, bytes], ...]
     state: RunState
+    resumes: tuple[bytes, ...] = ()  # schemas/resume records for the resumes topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,16 @@ def validate(
     state = state_of(run_id) if run_id is not None else None
     if isinstance(intake.record, dict) and "command" in intake.record and run_id is not None:
         return _command(intake.record, state, source, now, policy, run_id, fetched)
+    if state is not None and state.lifecycle.status in TERMINAL_STATUSES:
+        # §13: an envelope for a run that ended is refused (run_terminal), recording nothing.
+        ended = Violation(
+            "run_terminal",
+            "run-live",
+            "/runId",
+            f"run {run_id!r} is {state.lifecycle.status}: it takes no more envelopes",
+            {"runStatus": state.lifecycle.status},
+        )
+        return _reject(ended, source, now, policy, run_id, correlation_id)
     outcome = decide(intake.record, state, policy, rules, now=now)
     if isinstance(outcome, Admitted):
         encoded = encode_event(outcome)
@@ -192,10 +204,14 @@ def _command(
     fetched: Callable[[ForkSource], Any],
 ) -> AppendMany | Reject:
     current = state if state is not None else RunState.initial(run_id)
-    decided = decide_command(record, current, fetched, now=now, event_id_for=event_id_for)
+    secrets = prepare(policy.secrets_for(run_id))
+    decided = decide_command(
+        record, current, fetched, now=now, event_id_for=event_id_for, secrets=secrets
+    )
     if isinstance(decided, Violation):
         return _reject(decided, source, now, policy, run_id, None)
     records = []
+    resumes = []
     for event in decided:
         try:
             value = orjson.dumps(event)
@@ -206,4 +222,7 @@ def _command(
             return _reject(problem, source, now, policy, run_id, None)
         current = apply(current, event)
         records.append((event["sequence"], log_key(run_id, event["sequence"]), value))
-    return AppendMany(run_id, tuple(records), current)
+        resumed = resume_of(event)
+        if resumed is not None:
+            resumes.append(orjson.dumps(resumed))
+    return AppendMany(run_id, tuple(records), current, tuple(resumes))

@@ -27,7 +27,7 @@ from app.shell.metrics import Metrics
 from app.shell.projector_loop import ProjectorConfig, ProjectorLoop
 from app.shell.run_index import RunIndex
 from app.shell.schema_files import load_schema_documents
-from app.shell.settings import Settings
+from app.shell.settings import Settings, load_secrets
 from app.shell.topics_admin import desired_for
 from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
 
@@ -37,6 +37,7 @@ __all__ = ["StreamTopics", "create_app", "policy_from"]
 def policy_from(settings: Settings) -> HostPolicy:
     """The host policy the settings describe (floor and strictness are configuration)."""
     return HostPolicy(
+        secrets=load_secrets(settings.secrets_file),
         schema_versions={"ui.a2ui-surface": settings.floor},
         strictness=settings.strictness,  # type: ignore[arg-type]
     )
@@ -107,6 +108,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             log_topic=specs["log"].name,
             deadletter_topic=specs["deadletter"].name,
             partitions=specs["admission"].partitions,
+            resumes_topic=specs["resumes"].name,
             group_id=f"{settings.app_id}-validator",
             transactional_id=f"{settings.app_id}-validator-{settings.worker_id}",
             transactions=settings.transactions,
@@ -152,6 +154,8 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             strictness=settings.strictness,
             seams=settings.seams,
             delta_transport=settings.delta_transport,
+            # §12/§16a: the approval fixture is advertised only where the seams are.
+            fixtures=("conformance-approval",) if settings.seams else (),
             version=__version__,
         ),
         tokens=settings.http_tokens,

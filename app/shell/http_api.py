@@ -14,6 +14,10 @@ Routes (openwop-a2ui.md §9, §10, §12, §13):
   GET  /runs/{runId}, /v1/runs/{runId}              run status
   POST /runs/{runId}:fork, /v1/runs/{runId}:fork    fork {mode, fromSeq?, runOptionsOverlay?}
   POST /runs/{runId}/envelopes                      admit one AI envelope
+  POST /runs {workflowId}                           create a run (host command run.create)
+  POST /runs/{runId}/cancel                         cancel a run
+  POST /runs/{runId}/interrupts/{nodeId}            resolve an interrupt {resumeValue} (§7, §9)
+  POST /runs/{runId}/actions                        a user's action from a surface (issue 7)
   POST /v1/host/sample/a2ui/emit-surface            v1 seam (A2UI_STREAM_SEAMS=1 only)
   POST /conformance/seams/sample/a2ui/emit-surface  v2 seam (A2UI_STREAM_SEAMS=1 only)
 """
@@ -31,6 +35,7 @@ import faust
 import orjson
 from aiohttp import web
 
+from app.core.actions import check_action
 from app.core.discovery import DiscoveryConfig, document_for
 from app.core.http_admission import (
     ForkPoint,
@@ -40,13 +45,15 @@ from app.core.http_admission import (
     v1_seam_record,
     v2_seam_record,
 )
-from app.core.http_errors import HttpError, error
+from app.core.http_errors import HttpError, error, from_admission_code
+from app.core.refusal import Violation
 from app.core.stream_modes import (
     parse_last_event_id,
     parse_poll_query,
     parse_stream_mode,
 )
-from app.core.wire_ids import project_run_id, split_run_path
+from app.core.surfaces import V1_SURFACE_ID, SurfaceKey, replay
+from app.core.wire_ids import project_run_id, split_run_path, unproject_run_id
 from app.shell.http_gateway import AdmissionGateway, Published
 from app.shell.http_streams import RunStreams
 from app.shell.run_index import RunIndex, RunLog
@@ -118,6 +125,7 @@ class HttpApi:
             return _View
 
         app.page("/.well-known/openwop")(view(api.discover))
+        app.page("/runs")(view(api.create_run))
         app.page("/runs/{tail:.+}")(view(api.runs_v2))
         app.page("/v1/runs/{tail:.+}")(view(api.runs_v1))
         app.page("/v1/host/sample/a2ui/emit-surface")(view(api.v1_seam))
@@ -209,6 +217,14 @@ class HttpApi:
             return await self._fork(request, run_id, prefix)
         if rest == "/envelopes":
             return await self._envelopes(request, run_id)
+        if rest == "/cancel":
+            return await self._cancel(request, run_id)
+        if rest == "/actions":
+            return await self._actions(request, run_id)
+        if rest.startswith("/interrupts/") and len(rest) > len("/interrupts/"):
+            node = unproject_run_id(rest[len("/interrupts/") :])
+            if node is not None:
+                return await self._resolve(request, run_id, node)
         return _error(error("not_found", f"no endpoint {prefix}{{runId}}{rest}"))
 
     def _status(self, request: web.Request, run_id: str) -> web.StreamResponse:
@@ -218,16 +234,24 @@ class HttpApi:
         run = self.index.get(run_id)
         if run is None:
             return self._not_found(run_id)
-        return _json(
-            200,
-            {
-                "runId": run_id,
-                "status": run.status,
-                "lastSequence": run.last_sequence,
-                "isTerminal": run.terminal,
-                "eventsUrl": f"/runs/{project_run_id(run_id)}/events",
-            },
-        )
+        return _json(200, self._run_doc(run))
+
+    def _run_doc(self, run: RunLog) -> dict[str, Any]:
+        interrupts: dict[str, str] = {}
+        for logged in run.events:
+            node = logged.event.get("payload", {}).get("nodeId")
+            if logged.type == "node.suspended" and isinstance(node, str):
+                interrupts[node] = "pending"
+            elif logged.type == "interrupt.resolved" and isinstance(node, str):
+                interrupts[node] = "resolved"
+        return {
+            "runId": run.run_id,
+            "status": run.status,
+            "lastSequence": run.last_sequence,
+            "isTerminal": run.terminal,
+            "interrupts": [{"nodeId": n, "status": st} for n, st in interrupts.items()],
+            "eventsUrl": f"/runs/{project_run_id(run.run_id)}/events",
+        }
 
     async def _events(self, request: web.Request, run_id: str, *, v1: bool) -> web.StreamResponse:
         wrong = self._method(request, "GET")
@@ -437,3 +461,126 @@ class HttpApi:
                 await asyncio.wait_for(run.changed.wait(), remaining)
             except TimeoutError:
                 return run
+
+    # -- run lifecycle, interrupts and actions (issue 7) -------------------------------------------
+
+    async def _command(
+        self, run_id: str, command: dict[str, Any]
+    ) -> tuple[Published, RunLog] | web.Response:
+        """Publish a host command for ``run_id`` and wait until this worker has read its
+        events (or its dead letter)."""
+        result = await self._admit(run_id, {"runId": run_id, "command": command})
+        if isinstance(result, web.Response):
+            return result
+        outcome = result.outcome
+        assert outcome is not None
+        if outcome.letter is not None:
+            return _error(refusal_response(outcome.letter))
+        last = max(e.sequence for e in outcome.events)
+        run = await self._wait_complete(run_id, last)
+        if run is None:
+            return _error(error("internal_error", "the recorded command is not readable yet"))
+        return result, run
+
+    async def create_run(self, request: web.Request) -> web.StreamResponse:
+        wrong = self._method(request, "POST")
+        if wrong is not None:
+            return wrong
+        denied = self._unauthenticated(request)
+        if denied is not None:
+            return denied
+        body = await _body(request)
+        if isinstance(body, HttpError):
+            return _error(body)
+        if not isinstance(body, dict) or not isinstance(body.get("workflowId"), str):
+            return _error(error("validation_error", "the body is {workflowId}"))
+        workflow = body["workflowId"]
+        if workflow not in self.discovery.fixtures and workflow.startswith("conformance-"):
+            return _error(error("not_found", f"no fixture workflow {workflow!r} on this host"))
+        not_ready = await self._ready()
+        if not_ready is not None:
+            return not_ready
+        run_id = f"local/{uuid.uuid4().hex}"
+        done = await self._command(run_id, {"type": "run.create", "workflowId": workflow})
+        if isinstance(done, web.Response):
+            return done
+        return _json(201, self._run_doc(done[1]))
+
+    async def _cancel(self, request: web.Request, run_id: str) -> web.StreamResponse:
+        wrong = self._method(request, "POST")
+        if wrong is not None:
+            return wrong
+        if self.index.get(run_id) is None:
+            return self._not_found(run_id)
+        done = await self._command(run_id, {"type": "run.cancel"})
+        if isinstance(done, web.Response):
+            return done
+        return _json(200, {"runId": run_id, "status": done[1].status})
+
+    async def _resolve(self, request: web.Request, run_id: str, node: str) -> web.StreamResponse:
+        wrong = self._method(request, "POST")
+        if wrong is not None:
+            return wrong
+        body = await _body(request)
+        if isinstance(body, HttpError):
+            return _error(body)
+        if not isinstance(body, dict) or "resumeValue" not in body:
+            return _error(error("validation_error", "the body is {resumeValue}"))
+        run = self.index.get(run_id)
+        if run is None:
+            return self._not_found(run_id)
+        command = {
+            "type": "interrupt.resolve",
+            "nodeId": node,
+            "resumeValue": body["resumeValue"],
+            # what the requester saw: a resolve recorded after it is a concurrent one (409)
+            "expectedSequence": run.last_sequence,
+        }
+        done = await self._command(run_id, command)
+        if isinstance(done, web.Response):
+            return done
+        return _json(200, {"runId": run_id, "nodeId": node, "status": done[1].status})
+
+    async def _actions(self, request: web.Request, run_id: str) -> web.StreamResponse:
+        wrong = self._method(request, "POST")
+        if wrong is not None:
+            return wrong
+        body = await _body(request)
+        if isinstance(body, HttpError):
+            return _error(body)
+        run = self.index.get(run_id)
+        if run is None:
+            return self._not_found(run_id)
+        sid = body.get("surfaceId", V1_SURFACE_ID) if isinstance(body, dict) else None
+        if not isinstance(sid, str):
+            return _error(error("validation_error", "surfaceId must be a string"))
+        projection = replay(e.event for e in run.events)
+        surface = projection.surfaces.get(SurfaceKey(run_id, sid))
+        checked = check_action(surface, body)
+        if isinstance(checked, Violation):
+            return _error(_violation_error(checked))
+        assert surface is not None and isinstance(body, dict)
+        command = {
+            "type": "action.submit",
+            "surfaceId": sid,
+            "sourceComponentId": body["sourceComponentId"],
+            "name": body["name"],
+            "context": checked["context"],
+            "expectedSequence": surface.sequence,
+        }
+        done = await self._command(run_id, command)
+        if isinstance(done, web.Response):
+            return done
+        published, _run = done
+        assert published.outcome is not None
+        event = published.outcome.events[0].event
+        return _json(
+            201,
+            {"runId": run_id, "sequence": event["sequence"], "eventId": event["eventId"]},
+        )
+
+
+def _violation_error(violation: Violation) -> HttpError:
+    details = {"rule": violation.rule, "pointer": violation.path, "refusal": violation.code}
+    details.update(violation.details)
+    return error(from_admission_code(violation.code), violation.message, details)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from app.shell.errors import OperatorError
 
-__all__ = ["VARIABLES", "Settings", "load_settings"]
+__all__ = ["VARIABLES", "Settings", "load_secrets", "load_settings"]
 
 # (name, default, meaning). Defaults are for production, except where `a2ui-stream up` or the
 # tests set something else explicitly.
@@ -115,6 +115,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "How long an HTTP admission (POST .../envelopes, the emit seams, :fork) waits for the validator's outcome before answering 504.",
     ),
     (
+        "A2UI_STREAM_SECRETS_FILE",
+        "",
+        'SR-1: a JSON file {runId or "*": [{secretId, value}]} of registered secrets (values of 8+ characters) that are replaced by [REDACTED:<secretId>] in recorded events, resume values, frames and dead letters. Read at start; never logged.',
+    ),
+    (
         "A2UI_STREAM_SSE_KEEPALIVE_SECONDS",
         "15",
         "Seconds between SSE keep-alive comments on an idle run stream (the spec asks for at most 30).",
@@ -154,6 +159,7 @@ class Settings:
     delta_transport: bool = True
     http_wait_seconds: int = 10
     sse_keepalive_seconds: int = 15
+    secrets_file: str = ""
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -211,6 +217,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         delta_transport=_flag(env, "A2UI_STREAM_DELTA_TRANSPORT"),
         http_wait_seconds=_int(env, "A2UI_STREAM_HTTP_WAIT_SECONDS", 1, 600),
         sse_keepalive_seconds=_int(env, "A2UI_STREAM_SSE_KEEPALIVE_SECONDS", 1, 30),
+        secrets_file=env.get("A2UI_STREAM_SECRETS_FILE", "").strip(),
     )
 
 
@@ -223,3 +230,37 @@ def _roles(env: Mapping[str, str]) -> frozenset[str]:
             f"A2UI_STREAM_ROLES={raw!r}: list validator and/or projector, comma-separated"
         )
     return roles
+
+
+def load_secrets(path: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """The SR-1 registrations in ``path`` (A2UI_STREAM_SECRETS_FILE): ``{runId | "*": [{secretId,
+    value}]}``. A bad file raises ``OperatorError`` naming the file, never a value."""
+    if not path:
+        return {}
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise OperatorError(
+            f"A2UI_STREAM_SECRETS_FILE={path}: cannot read it as JSON ({type(exc).__name__})"
+        ) from None
+    if not isinstance(document, dict):
+        raise OperatorError(f"A2UI_STREAM_SECRETS_FILE={path}: expected an object by runId")
+    secrets: dict[str, tuple[tuple[str, str], ...]] = {}
+    for run_id, entries in document.items():
+        pairs = []
+        for entry in entries if isinstance(entries, list) else ():
+            if not (
+                isinstance(entry, dict)
+                and isinstance(entry.get("secretId"), str)
+                and isinstance(entry.get("value"), str)
+            ):
+                raise OperatorError(
+                    f"A2UI_STREAM_SECRETS_FILE={path}: entries of {run_id!r} must be "
+                    "{secretId, value} strings"
+                )
+            pairs.append((entry["secretId"], entry["value"]))
+        secrets[str(run_id)] = tuple(pairs)
+    return secrets

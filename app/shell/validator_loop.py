@@ -77,6 +77,7 @@ class ValidatorConfig:
     transactional_id: str
     transactions: str = "auto"  # "auto" | "on" | "off"
     max_record_bytes: int = 1_048_576
+    resumes_topic: str = ""
     fast_groups: bool = False
     max_batch: int = 5000
     batch_ms: int = 10
@@ -385,6 +386,16 @@ class ValidatorLoop:
                     runs[out.run_id] = out.state
                     for _sequence, key, value in out.records:
                         sends.append((self.config.log_topic, tp.partition, key, value, header))
+                    for resumed in out.resumes:  # same transaction as the events (issue 7)
+                        sends.append(
+                            (
+                                self.config.resumes_topic,
+                                tp.partition,
+                                out.run_id.encode(),
+                                resumed,
+                                header,
+                            )
+                        )
                     counts.append(("admitted", None))
                 elif isinstance(out, Reject):
                     sends.append(

@@ -55,6 +55,10 @@ EXPECTED_STATUS = {
 # Every refusal code -> the code a client sees. Listed by hand: a code added to refusal.py
 # fails test_every_refusal_code_has_an_expected_translation until it is decided here.
 EXPECTED_TRANSLATION = {
+    "not_found": "not_found",
+    "forbidden": "forbidden",
+    "interrupt_already_resolved": "interrupt_already_resolved",
+    "action_refused": "envelope_refusal",
     "validation_error": "validation_error",
     "unknown_envelope_kind": "unknown_envelope_kind",
     "unknown_schema_version": "unknown_schema_version",

@@ -1,0 +1,389 @@
+"""Host commands (run lifecycle, interrupts, actions, fork) decided by the validator, and the
+HTTP-side action check (issue 7; openwop-a2ui.md §7, §9). Everything goes through
+``app.core.validator.validate``, the function the worker calls per admission record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from jsonschema import Draft202012Validator
+
+from app.core.actions import check_action
+from app.core.fold import apply
+from app.core.host_commands import ForkSource
+from app.core.keys import partition_for_run
+from app.core.policy import HostPolicy
+from app.core.run_state import RunState
+from app.core.surfaces import V1_SURFACE_ID, SurfaceKey, replay
+from app.core.validator import Append, AppendMany, Reject, SourceRecord, validate
+from app.shell.schema_files import load_schema_documents
+from tests.core.admission_support import (
+    NOW,
+    V1_SURFACE,
+    components_msg,
+    create_msg,
+    data_msg,
+    delete_msg,
+    envelope,
+    rules,
+    v2,
+)
+
+PARTITIONS = 3
+SECRET = "sk-live-0123456789abcdef"
+DOCS = load_schema_documents()
+RECORDED = Draft202012Validator(DOCS["recorded-event"])
+COMMAND = Draft202012Validator(DOCS["host-command"])
+RESUME = Draft202012Validator(DOCS["resume"])
+
+
+class Run:
+    """One run driven through ``validate`` as the validator loop would, keeping its log."""
+
+    def __init__(self, run_id: str = "t/run-1", policy: HostPolicy | None = None) -> None:
+        self.run_id = run_id
+        self.policy = policy or HostPolicy(secrets={run_id: (("key", SECRET),)})
+        self.state: RunState | None = None
+        self.log: list[dict[str, Any]] = []
+        self.offset = 0
+
+    def send(self, record: dict[str, Any], fetched: Any = None) -> Any:
+        self.offset += 1
+        source = SourceRecord(
+            "a2ui.admission",
+            partition_for_run(record["runId"], PARTITIONS),
+            self.offset,
+            record["runId"].encode(),
+            orjson.dumps(record),
+        )
+        out = validate(
+            source,
+            lambda _run: self.state,
+            self.policy,
+            rules(),
+            now=NOW,
+            partitions=PARTITIONS,
+            fetched=fetched or (lambda _s: None),
+        )
+        if isinstance(out, Append | AppendMany):
+            self.state = out.state
+            values = [out.value] if isinstance(out, Append) else [v for _, _, v in out.records]
+            for value in values:
+                event = orjson.loads(value)
+                assert RECORDED.is_valid(event), event
+                self.log.append(event)
+        return out
+
+    def command(self, **command: Any) -> Any:
+        record = {"runId": self.run_id, "command": command}
+        assert COMMAND.is_valid(record), record
+        return self.send(record)
+
+    def emit(self, env: dict[str, Any]) -> Any:
+        return self.send({"runId": self.run_id, "envelope": env})
+
+    @property
+    def last(self) -> int:
+        return self.log[-1]["sequence"]
+
+
+def letter(out: Any) -> dict[str, Any]:
+    assert isinstance(out, Reject), out
+    return dict(orjson.loads(out.value))
+
+
+def approval_run() -> Run:
+    run = Run()
+    out = run.command(type="run.create", workflowId="conformance-approval")
+    assert isinstance(out, AppendMany)
+    assert [e["type"] for e in run.log] == ["run.created", "node.suspended"]
+    assert run.state is not None and run.state.lifecycle.status == "waiting-approval"
+    return run
+
+
+def test_create_suspends_the_approval_fixture_and_refuses_an_existing_run() -> None:
+    run = approval_run()
+    again = letter(run.command(type="run.create", workflowId="other"))
+    assert again["code"] == "run_state_conflict"
+    plain = Run("t/plain")
+    plain.command(type="run.create", workflowId="anything")
+    assert plain.state is not None and plain.state.lifecycle.status == "running"
+
+
+def test_taint_blocks_the_approval_and_the_interrupt_stays_pending() -> None:
+    """§16a §C.12: (i) no trust, (ii) untrusted, (iii) trusted: all recorded; the resolve is
+    refused with untrusted_content_blocks_approval and the run still waits."""
+    run = approval_run()
+    sid = "s-taint"
+    for env in (
+        envelope(v2(sid, create_msg(sid), components_msg(sid)), node_id="gate"),
+        envelope(v2(sid, components_msg(sid)), node_id="gate", trust="untrusted"),
+        envelope(v2(sid, components_msg(sid)), node_id="gate", trust="trusted"),
+    ):
+        assert isinstance(run.emit(env), Append)
+    refused = letter(
+        run.command(
+            type="interrupt.resolve",
+            nodeId="gate",
+            resumeValue={"action": "accept"},
+            expectedSequence=run.last,
+        )
+    )
+    assert refused["code"] == "forbidden"
+    assert refused["details"]["reason"] == "untrusted_content_blocks_approval"
+    assert "untrusted_content_blocks_approval" in refused["message"]
+    assert run.state is not None and run.state.lifecycle.status == "waiting-approval"
+    assert run.state.lifecycle.interrupt("gate") == ("pending", 1)
+
+
+def test_a_trusted_control_run_resolves_once_and_redacts_the_resume_value() -> None:
+    run = approval_run()
+    sid = "s-ok"
+    run.emit(envelope(v2(sid, create_msg(sid), components_msg(sid)), node_id="gate"))
+    run.emit(envelope(v2(sid, components_msg(sid)), node_id="gate", trust="trusted"))
+    seen = run.last
+    out = run.command(
+        type="interrupt.resolve",
+        nodeId="gate",
+        resumeValue={"action": "accept", "apiKey": SECRET},
+        expectedSequence=seen,
+    )
+    assert isinstance(out, AppendMany) and len(out.resumes) == 1
+    resolved = run.log[-1]
+    assert resolved["type"] == "interrupt.resolved"
+    assert SECRET not in orjson.dumps(resolved).decode()
+    assert resolved["payload"]["resumeValue"]["apiKey"] == "[REDACTED:key]"
+    resume = orjson.loads(out.resumes[0])
+    assert RESUME.is_valid(resume) and resume["value"]["action"] == "accept"
+    assert SECRET not in out.resumes[0].decode()
+    assert run.state is not None and run.state.lifecycle.status == "running"
+    # a second resolve that had seen the same log is concurrent (409); a later one is 404
+    concurrent = letter(
+        run.command(type="interrupt.resolve", nodeId="gate", resumeValue=1, expectedSequence=seen)
+    )
+    assert concurrent["code"] == "interrupt_already_resolved"
+    later = letter(
+        run.command(
+            type="interrupt.resolve", nodeId="gate", resumeValue=1, expectedSequence=run.last
+        )
+    )
+    assert later["code"] == "not_found"
+
+
+def test_a_cancelled_run_takes_no_envelope_command_or_second_cancel() -> None:
+    run = approval_run()
+    assert isinstance(run.command(type="run.cancel"), AppendMany)
+    assert run.state is not None and run.state.lifecycle.status == "cancelled"
+    sid = "s-late"
+    assert letter(run.emit(envelope(v2(sid, create_msg(sid)))))["code"] == "run_terminal"
+    assert letter(run.command(type="run.cancel"))["code"] == "run_terminal"
+    resolve = run.command(type="interrupt.resolve", nodeId="gate", resumeValue=1)
+    assert letter(resolve)["code"] == "run_terminal"
+
+
+def _surface_run(*extra: dict[str, Any]) -> Run:
+    run = Run()
+    run.emit(envelope(v2("s", create_msg("s"), components_msg("s"), data_msg("s"))))
+    for env in extra:
+        run.emit(env)
+    return run
+
+
+def _action(run: Run, **overrides: Any) -> Any:
+    projection = replay(run.log)
+    surface = projection.surfaces.get(SurfaceKey(run.run_id, overrides.get("surfaceId", "s")))
+    command = {
+        "type": "action.submit",
+        "surfaceId": "s",
+        "sourceComponentId": "submit",
+        "name": "resume",
+        "context": {"name": "Ada " + SECRET},
+        "expectedSequence": surface.sequence if surface is not None else 0,
+        **overrides,
+    }
+    return run.command(**command)
+
+
+def test_an_accepted_action_is_recorded_redacted_and_published_for_the_orchestrator() -> None:
+    run = _surface_run()
+    out = _action(run)
+    assert isinstance(out, AppendMany)
+    accepted = run.log[-1]
+    assert accepted["type"] == "action.accepted"
+    assert accepted["payload"]["context"] == {"name": "Ada [REDACTED:key]"}
+    resume = orjson.loads(out.resumes[0])
+    assert RESUME.is_valid(resume) and resume["name"] == "resume" and resume["surfaceId"] == "s"
+
+
+@pytest.mark.parametrize(
+    ("extra", "overrides", "code", "rule"),
+    [
+        ((), {"name": "deleteAll"}, "action_refused", "action-confinement"),
+        ((), {"surfaceId": "nope"}, "not_found", "surface-live"),
+        ((envelope(v2("s", delete_msg("s"))),), {}, "not_found", "surface-live"),
+        (
+            (envelope(v2("s", components_msg("s")), partial={"index": 0, "total": 2, "isPartial": True}),),
+            {},
+            "action_refused",
+            "surface-final",
+        ),
+        ((envelope(v2("s", components_msg("s")), trust="untrusted"),), {}, "forbidden", None),
+        ((), {"expectedSequence": 99}, "run_state_conflict", "surface-unchanged"),
+    ],
+)
+def test_the_validator_refuses_actions_it_must_not_record(
+    extra: tuple[dict[str, Any], ...], overrides: dict[str, Any], code: str, rule: str | None
+) -> None:
+    run = _surface_run(*extra)
+    if overrides.get("name") == "deleteAll":  # the schema already refuses it on the wire
+        record = {
+            "runId": run.run_id,
+            "command": {
+                "type": "action.submit",
+                "surfaceId": "s",
+                "sourceComponentId": "submit",
+                "name": "deleteAll",
+                "expectedSequence": 0,
+            },
+        }
+        assert not COMMAND.is_valid(record)
+        refused = letter(run.send(record))
+    else:
+        refused = letter(_action(run, **overrides))
+    assert refused["code"] == code
+    if rule is not None:
+        assert refused["rule"] == rule
+    assert run.log[-1]["type"] != "action.accepted"
+
+
+# -- the HTTP-side check against the materialized surface --------------------------------------
+
+
+def _materialized(run: Run, sid: str = "s") -> Any:
+    return replay(run.log).surfaces.get(SurfaceKey(run.run_id, sid))
+
+
+@pytest.mark.parametrize(
+    ("submission", "code", "rule"),
+    [
+        ({"sourceComponentId": "h", "name": "resume"}, "action_refused", "component-button"),
+        ({"sourceComponentId": "submit", "name": "exchange"}, "action_refused", "component-button"),
+        (
+            {"sourceComponentId": "submit", "name": "openUrl"},
+            "action_refused",
+            "action-confinement",
+        ),
+        (
+            {"sourceComponentId": "submit", "name": "resume", "context": {"other": 1}},
+            "action_refused",
+            "context-path",
+        ),
+        (
+            {"sourceComponentId": "submit", "name": "resume", "context": []},
+            "action_refused",
+            "context-path",
+        ),
+    ],
+)
+def test_check_action_refuses_with_a_code(submission: dict[str, Any], code: str, rule: str) -> None:
+    refused = check_action(_materialized(_surface_run()), {"surfaceId": "s", **submission})
+    assert not isinstance(refused, dict)
+    assert (refused.code, refused.rule) == (code, rule)
+
+
+def test_check_action_resolves_the_buttons_context_against_the_data_model() -> None:
+    surface = _materialized(_surface_run())
+    ok = check_action(
+        surface,
+        {
+            "surfaceId": "s",
+            "sourceComponentId": "submit",
+            "name": "resume",
+            "context": {"name": "A"},
+        },
+    )
+    assert ok == {"context": {"name": "A"}}
+    # a Button bound to a path the data model does not hold is refused
+    content = dict(surface.content)
+    components = dict(content["components"])
+    button = dict(components["submit"])
+    button["action"] = {"event": {"name": "resume", "context": {"x": {"path": "/missing/leaf"}}}}
+    components["submit"] = button
+    content["components"] = components
+    outside = check_action(
+        surface._replace(content=content),
+        {"surfaceId": "s", "sourceComponentId": "submit", "name": "resume", "context": {"x": 1}},
+    )
+    assert not isinstance(outside, dict) and outside.rule == "context-path"
+
+
+def test_check_action_on_a_partial_deleted_or_untrusted_surface() -> None:
+    base = _materialized(_surface_run())
+    submit = {"surfaceId": "s", "sourceComponentId": "submit", "name": "resume"}
+    partial = check_action(base._replace(partial=True), submit)
+    deleted = check_action(base._replace(status="deleted"), submit)
+    tainted = check_action(base._replace(trust="untrusted"), submit)
+    assert not isinstance(partial, dict) and partial.rule == "surface-final"
+    assert not isinstance(deleted, dict) and deleted.code == "not_found"
+    assert not isinstance(tainted, dict) and tainted.code == "forbidden"
+    assert check_action(None, submit).code == "not_found"  # type: ignore[union-attr]
+
+
+def test_v1_action_button_and_field_ids() -> None:
+    run = Run(policy=HostPolicy(schema_versions={"ui.a2ui-surface": 1}))
+    assert isinstance(run.emit(envelope(V1_SURFACE, schema_version=1)), Append)
+    surface = _materialized(run, V1_SURFACE_ID)
+    go = {"surfaceId": V1_SURFACE_ID, "sourceComponentId": "go", "name": "resume"}
+    assert check_action(surface, go) == {"context": {}}
+    wrong = check_action(surface, {**go, "name": "exchange"})
+    assert not isinstance(wrong, dict) and wrong.rule == "component-button"
+    extra = check_action(surface, {**go, "context": {"notafield": 1}})
+    assert not isinstance(extra, dict) and extra.rule == "context-path"
+    out = run.command(
+        type="action.submit",
+        surfaceId=V1_SURFACE_ID,
+        sourceComponentId="go",
+        name="resume",
+        context={},
+        expectedSequence=surface.sequence,
+    )
+    assert isinstance(out, AppendMany)
+
+
+# -- fork --------------------------------------------------------------------------------------
+
+
+def test_fork_copies_the_prefix_as_recorded_and_refuses_a_forged_source() -> None:
+    source = _surface_run(envelope(v2("s", data_msg("s"))))
+    child = Run("t/child")
+    fork = {
+        "type": "run.fork",
+        "sourceRunId": source.run_id,
+        "fromSeq": 1,
+        "mode": "replay",
+        "source": {"partition": 0, "firstOffset": 5, "lastOffset": 5},
+    }
+    record = {"runId": child.run_id, "command": fork}
+    assert COMMAND.is_valid(record)
+    out = child.send(record, fetched=lambda s: source.log[: s.from_seq])
+    assert isinstance(out, AppendMany)
+    assert [e["type"] for e in child.log] == ["ui.a2ui-surface", "run.forked"]
+    assert child.log[0]["payload"] == source.log[0]["payload"]
+    assert child.log[0]["runId"] == child.run_id
+    # the child's state is exactly the fold of the prefix
+    expected = RunState.initial(child.run_id)
+    for event in child.log:
+        expected = apply(expected, event)
+    assert child.state == expected
+    forged = Run("t/forged")
+    other = [{**source.log[0], "runId": "t/someone-else"}]
+    refused = letter(forged.send(record | {"runId": forged.run_id}, fetched=lambda _s: other))
+    assert refused["code"] == "fork_point_invalid"
+    missing = letter(Run("t/m").send(record | {"runId": "t/m"}, fetched=lambda _s: None))
+    assert missing["code"] == "fork_point_invalid"
+
+
+def test_fork_source_is_hashable_for_the_shells_prefetch() -> None:
+    assert {ForkSource("r", 1, 0, 2, 3): 1}[ForkSource("r", 1, 0, 2, 3)] == 1
