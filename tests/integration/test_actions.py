@@ -1,0 +1,232 @@
+"""Actions, approvals and the run lifecycle over HTTP against a real worker (issue 7;
+openwop-a2ui.md §7, §9, §16a §C.12). Every command goes through the admission topic and the
+validator; accepted ones appear in the run's log and on the resumes topic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from app.core.examples import rfc0209_positive_payload
+from app.shell.broker import Broker
+from app.shell.kafka_io import read_topic
+from tests.integration.http_kit import (
+    TOKEN,
+    Builder,
+    Http,
+    components_msg,
+    create_msg,
+    delete_msg,
+    runs_path,
+    v2,
+    wait_http,
+)
+from tests.integration.pipeline_kit import WorkerProcess, apply_topics
+from tests.integration.test_http import SEAM_V2, _settings
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+SECRET = "sk-live-" + uuid.uuid4().hex
+
+
+class Host:
+    def __init__(self, broker: Broker, worker: WorkerProcess, http: Http) -> None:
+        self.broker, self.worker, self.http = broker, worker, http
+
+    def emit(self, run: str, envelope: dict) -> tuple[int, dict]:
+        reply = self.http.post(SEAM_V2, {"runId": run, "envelope": envelope})
+        return reply.status, reply.body
+
+    def create_approval_run(self) -> str:
+        created = self.http.post("/runs", {"workflowId": "conformance-approval"})
+        assert created.status == 201, created.body
+        run = created.body["runId"]
+        assert self.status(run) == "waiting-approval"
+        return run
+
+    def status(self, run: str) -> str:
+        return str(self.http.get(runs_path(run)).body["status"])
+
+    def topic(self, topic_id: str) -> str:
+        return str(self.http.get("/health").body["topics"][topic_id])
+
+
+@pytest.fixture(scope="module")
+def host(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
+    tmp = tmp_path_factory.mktemp("actions")
+    settings = _settings("ac")
+    asyncio.run(apply_topics(broker, settings))
+    secrets = tmp / "secrets.json"
+    secrets.write_text(json.dumps({"*": [{"secretId": "byok-1", "value": SECRET}]}))
+    worker = WorkerProcess(
+        broker,
+        settings,
+        "ac0",
+        tmp,
+        {
+            "A2UI_STREAM_HTTP_TOKENS": TOKEN,
+            "A2UI_STREAM_SEAMS": "1",
+            "A2UI_STREAM_SECRETS_FILE": str(secrets),
+        },
+    )
+    worker.start()
+    try:
+        yield Host(broker, worker, wait_http(worker))
+    finally:
+        worker.stop()
+        assert SECRET not in worker.tail(10_000_000), "a registered secret reached the logs"
+
+
+def _gate_surface(b: Builder, sid: str, trust: str | None = None, create: bool = False) -> dict:
+    messages = [create_msg(), components_msg()] if create else [components_msg()]
+    return b.envelope(v2(sid, messages), node_id="gate", trust=trust)
+
+
+def test_discovery_advertises_the_approval_fixture_with_the_seams(host: Host) -> None:
+    doc = host.http.get("/.well-known/openwop", headers={"OpenWOP-Version": "2"}).body
+    assert "conformance-approval" in doc["fixtures"]
+
+
+def test_16a_c12_taint_is_sticky_and_blocks_the_approval(host: Host) -> None:
+    b = Builder()
+    run = host.create_approval_run()
+    for envelope in (
+        _gate_surface(b, "s-taint", create=True),
+        _gate_surface(b, "s-taint", trust="untrusted"),
+        _gate_surface(b, "s-taint", trust="trusted"),
+    ):
+        assert host.emit(run, envelope)[0] == 201
+    refused = host.http.post(
+        runs_path(run, "/interrupts/gate"), {"resumeValue": {"action": "accept"}}
+    )
+    assert 400 <= refused.status < 500
+    assert "untrusted_content_blocks_approval" in refused.raw.decode()
+    assert refused.status == 403 and refused.body["error"] == "forbidden"
+    for _ in range(5):  # the run keeps waiting (checked over a second, as the suite does)
+        assert host.status(run) == "waiting-approval"
+        time.sleep(0.2)
+    assert host.http.post(runs_path(run, "/cancel"), {}).body["status"] == "cancelled"
+
+
+def test_16a_c12_trusted_control_run_resolves_after_a_restart(host: Host) -> None:
+    b = Builder()
+    run = host.create_approval_run()
+    assert host.emit(run, _gate_surface(b, "s-ok", create=True))[0] == 201
+    assert host.emit(run, _gate_surface(b, "s-ok", trust="trusted"))[0] == 201
+    # the lifecycle is in the log: a restarted worker still knows the run waits at `gate`
+    host.worker.stop()
+    host.worker.start()
+    host.http = wait_http(host.worker)
+    assert host.status(run) == "waiting-approval"
+    resolved = host.http.post(
+        runs_path(run, "/interrupts/gate"), {"resumeValue": {"action": "accept", "key": SECRET}}
+    )
+    assert resolved.status == 200, resolved.body
+    assert resolved.body == {"runId": run, "nodeId": "gate", "status": "running"}
+    again = host.http.post(runs_path(run, "/interrupts/gate"), {"resumeValue": {}})
+    assert again.status == 404  # already resolved, and this requester saw it
+    events = host.http.get(runs_path(run, "/events/poll?timeout=1")).body["events"]
+    value = next(e for e in events if e["type"] == "interrupt.resolved")["payload"]["resumeValue"]
+    assert value == {"action": "accept", "key": "[REDACTED:byok-1]"}
+    assert SECRET not in json.dumps(events)
+    assert host.http.post(runs_path(run, "/cancel"), {}).status == 200
+    assert host.http.post(runs_path(run, "/cancel"), {}).status == 409  # run_terminal
+    late = host.emit(run, b.envelope(v2(b.sid("late"), [create_msg()])))
+    assert late[0] == 409 and late[1]["error"] == "run_terminal"
+
+
+def test_a_concurrent_second_resolve_gets_409(host: Host) -> None:
+    run = host.create_approval_run()
+    statuses: list[int] = []
+
+    def resolve() -> None:
+        reply = host.http.post(runs_path(run, "/interrupts/gate"), {"resumeValue": 1})
+        statuses.append(reply.status)
+
+    threads = [threading.Thread(target=resolve) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(statuses) == [200, 409]
+
+
+def _surface(host: Host, b: Builder, run: str, sid: str) -> None:
+    payload = rfc0209_positive_payload()
+    payload = v2(sid, payload["messages"])
+    assert host.emit(run, b.envelope(payload))[0] == 201
+
+
+def test_the_whole_loop_surface_action_resumes_topic_and_log(host: Host) -> None:
+    b, run = Builder(), f"loop/{uuid.uuid4().hex}"
+    sid = b.sid("loop")
+    _surface(host, b, run, sid)
+    action = {
+        "surfaceId": sid,
+        "sourceComponentId": "submit",
+        "name": "resume",
+        "context": {"name": "Ada " + SECRET},
+    }
+    accepted = host.http.post(runs_path(run, "/actions"), action)
+    assert accepted.status == 201, accepted.body
+    events = host.http.get(runs_path(run, "/events/poll?timeout=1")).body["events"]
+    recorded = events[-1]
+    assert recorded["type"] == "action.accepted"
+    assert recorded["payload"]["context"] == {"name": "Ada [REDACTED:byok-1]"}
+    resumes = asyncio.run(
+        read_topic(host.broker.bootstrap, host.topic("resumes"), isolation="read_committed")
+    )
+    mine = [json.loads(r.value) for r in resumes if json.loads(r.value)["runId"] == run]
+    assert len(mine) == 1
+    assert mine[0]["value"] == {"name": "Ada [REDACTED:byok-1]"}
+    assert mine[0]["eventId"] == recorded["eventId"] and mine[0]["name"] == "resume"
+    assert SECRET not in b"".join(r.value for r in resumes).decode()
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "code"),
+    [
+        ("not-a-button", 422, "envelope_refusal"),
+        ("name-outside", 422, "envelope_refusal"),
+        ("partial", 422, "envelope_refusal"),
+        ("deleted", 404, "not_found"),
+        ("context-outside", 422, "envelope_refusal"),
+        ("untrusted", 403, "forbidden"),
+    ],
+)
+def test_refused_actions_get_a_code_and_record_nothing(
+    host: Host, case: str, status: int, code: str
+) -> None:
+    b, run = Builder(), f"refuse/{uuid.uuid4().hex}"
+    sid = b.sid("r")
+    _surface(host, b, run, sid)
+    action = {
+        "surfaceId": sid,
+        "sourceComponentId": "submit",
+        "name": "resume",
+        "context": {"name": "x"},
+    }
+    if case == "not-a-button":
+        action["sourceComponentId"] = "h"
+    elif case == "name-outside":
+        action["name"] = "openUrl"
+    elif case == "partial":
+        chunk = b.envelope(v2(sid, [components_msg()]))
+        chunk["partial"] = {"index": 0, "total": 2, "isPartial": True}
+        assert host.emit(run, chunk)[0] == 201
+    elif case == "deleted":
+        assert host.emit(run, b.envelope(v2(sid, [delete_msg()])))[0] == 201
+    elif case == "context-outside":
+        action["context"] = {"name": "x", "smuggled": "y"}
+    elif case == "untrusted":
+        assert host.emit(run, b.envelope(v2(sid, [components_msg()]), trust="untrusted"))[0] == 201
+    before = host.http.get(runs_path(run)).body["lastSequence"]
+    refused = host.http.post(runs_path(run, "/actions"), action)
+    assert (refused.status, refused.body["error"]) == (status, code), refused.body
+    assert host.http.get(runs_path(run)).body["lastSequence"] == before
