@@ -112,7 +112,9 @@ def _reject(
     run_id: str | None,
     correlation_id: str | None,
 ) -> Reject:
-    secrets = prepare(policy.secrets_for(run_id)) if run_id is not None else ()
+    # SR-1 (§14): the run's registrations, and the deployment-wide ones even when the bytes
+    # never told us the run (not UTF-8, not JSON).
+    secrets = prepare(policy.secrets_for(run_id if run_id is not None else ""))
     letter = dead_letter(
         violation,
         source.value,

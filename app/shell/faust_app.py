@@ -30,6 +30,7 @@ from app.shell.schema_files import load_schema_documents
 from app.shell.settings import Settings, load_secrets
 from app.shell.topics_admin import desired_for
 from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
+from app.shell.viewer import register as register_viewer
 
 __all__ = ["StreamTopics", "create_app", "policy_from"]
 
@@ -61,6 +62,7 @@ def _broker_url(bootstrap: str) -> str:
 
 def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTopics]:
     """Build the Faust app for ``bootstrap`` with every topic declared as raw bytes."""
+    _quiet_payload_loggers()
     group_timeouts: dict[str, Any] = (
         # Joins in ~5 s instead of ~30 s (../shared/spec/kafka.md); laptops and tests only.
         {
@@ -164,6 +166,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         delta_transport=settings.delta_transport,
         wait_seconds=settings.http_wait_seconds,
     ).register(app)
+    register_viewer(app, index, settings)  # the live surface viewer at /ui/ (docs/viewer.md)
     app.service(_http_service(index, gateway))
     metrics.extra.append(lambda: _http_metrics(index, streams))
 
@@ -254,3 +257,18 @@ def _http_service(index: RunIndex, gateway: AdmissionGateway) -> type[mode.Servi
             await index.stop()
 
     return HttpService
+
+
+# Loggers that write record keys and VALUES at DEBUG (aiokafka's producer logs "Sending
+# (key=..., value=...)"): a payload may hold a registered secret or a user's input, and SR-1
+# says redacted material never reaches logs (§14). They stay at INFO whatever
+# A2UI_STREAM_LOG_LEVEL says; tests/integration/test_security_invariants.py runs at debug.
+PAYLOAD_LOGGERS = ("aiokafka", "kafka", "faust.transport", "faust.topics")
+
+
+def _quiet_payload_loggers() -> None:
+    import logging
+
+    for name in PAYLOAD_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))
