@@ -91,6 +91,15 @@ def floor1(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield wait_http(workers[0])
 
 
+@pytest.fixture(scope="module")
+def strict(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Http]:
+    """Floor 2 with envelopeStrictness strict (§16a A.1 (4), the strict branch)."""
+    tmp = tmp_path_factory.mktemp("strict")
+    env = {"A2UI_STREAM_FLOOR": "2", "A2UI_STREAM_STRICTNESS": "strict"}
+    for workers in _workers(broker, tmp, "st", env):
+        yield wait_http(workers[0])
+
+
 def _run(tenant: str = "conf") -> str:
     return f"{tenant}/run-{uuid.uuid4().hex}"
 
@@ -148,6 +157,16 @@ def test_16a_version_selects_branch(floor2: list[Http]) -> None:
     # ... and a v1 body at schemaVersion 1 is then refused (one branch, never the union)
     status, body = _emit(http, run, b.envelope(V1_SURFACE, schema_version=1))
     assert (status, body["error"]) == (422, "envelope_invalid")
+
+
+def test_16a_version_selects_branch_on_a_strict_host(strict: Http) -> None:
+    doc = strict.get("/.well-known/openwop", headers={"OpenWOP-Version": "2"}).body
+    assert doc["envelopeStrictness"]["mode"] == "strict"
+    b, run = Builder(), _run()
+    status, body = _emit(strict, run, b.envelope(v2(b.sid("s1"), [create_msg()]), schema_version=1))
+    assert (status, body["error"]) == (422, "unknown_schema_version")
+    status, body = _emit(strict, run, b.envelope(v2(b.sid("s2"), [create_msg()])))
+    assert status == 201
 
 
 def test_16a_fold_guarded(floor2: list[Http]) -> None:
