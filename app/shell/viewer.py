@@ -1,0 +1,158 @@
+"""The live surface viewer on the worker's web server (issue 9; docs/viewer.md).
+
+Shell module. Serves the viewer that ``viewer/`` builds into ``app/viewer_dist/`` (``make
+viewer``: ``npm ci && npm run build``) and one JSON read for its index; the page itself reads
+the OpenWOP HTTP API (``/v1/runs/{runId}/events?a2uiDelta=1``) and sends actions only to
+``POST /runs/{runId}/actions``. Decisions (asset names, the security policy, the listing) come
+from ``app.core.viewer_index``.
+
+Routes:
+  GET /ui, /ui/                the index of recent runs (the page)
+  GET /ui/runs/{runId}         one run's live surfaces (the page; runId in its projected form)
+  GET /ui/assets/{name}        the built script, stylesheet and source maps
+  GET /ui/api/runs             recent runs as JSON (same bearer rule as the run endpoints)
+
+The pages and assets hold no run data and need no token. ``/ui/api/runs`` follows the HTTP
+API's rule: a bearer token unless auth is off (``a2ui-stream up``, loopback only). When the
+assets are not built, every page answers 503 with a page that says how to build them.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import faust
+import orjson
+from aiohttp import web
+
+from app.core.http_errors import error
+from app.core.viewer_index import CONTENT_SECURITY_POLICY, RunSummary, asset_type, recent_runs
+from app.shell.run_index import RunIndex
+from app.shell.settings import Settings
+
+__all__ = ["DIST", "ViewerPages", "register"]
+
+DIST = Path(__file__).resolve().parents[1] / "viewer_dist"
+
+_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+_NOT_BUILT = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>a2ui-stream viewer: not built</title></head>
+<body style="font-family: system-ui, sans-serif; max-width: 44rem; margin: 3rem auto">
+<h1>The viewer is not built</h1>
+<p>This worker serves the live surface viewer from <code>app/viewer_dist/</code>, which is
+built from <code>viewer/</code> with Node.js (20 or later) and npm. From the repository:</p>
+<pre>make viewer</pre>
+<p>(that is <code>cd viewer &amp;&amp; npm ci &amp;&amp; npm run build</code>), then reload this
+page. <code>make install</code>, <code>make up</code> and <code>make test</code> build it too
+when npm is available. See docs/viewer.md.</p>
+</body></html>
+"""
+
+
+class ViewerPages:
+    """The viewer's request handlers over a run index and a built assets directory."""
+
+    def __init__(
+        self, index: RunIndex, *, auth: bool, tokens: tuple[str, ...], dist: Path = DIST
+    ) -> None:
+        self.index = index
+        self.auth = auth
+        self.tokens = tuple(t.encode() for t in tokens)
+        self.dist = dist
+
+    def built(self) -> bool:
+        return (self.dist / "index.html").is_file() and (self.dist / "assets").is_dir()
+
+    async def page(self, request: web.Request) -> web.StreamResponse:
+        """Every page is the same single-page app; it routes on its own path."""
+        if not self.built():
+            return web.Response(
+                status=503, text=_NOT_BUILT, content_type="text/html", headers=_HEADERS
+            )
+        body = (self.dist / "index.html").read_bytes()
+        return web.Response(body=body, content_type="text/html", charset="utf-8", headers=_HEADERS)
+
+    async def redirect(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(status=302, headers={**_HEADERS, "Location": "/ui/"})
+
+    async def asset(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info.get("name", "")
+        content_type = asset_type(name)
+        path = self.dist / "assets" / name
+        if content_type is None or not path.is_file():
+            return _json(404, error("not_found", f"no viewer asset {name[:80]!r}").body)
+        return web.Response(
+            body=path.read_bytes(), headers={**_HEADERS, "Content-Type": content_type}
+        )
+
+    async def runs(self, request: web.Request) -> web.StreamResponse:
+        denied = self._unauthenticated(request)
+        if denied is not None:
+            return denied
+        summaries = (
+            RunSummary(
+                run.run_id,
+                run.last_sequence,
+                run.status,
+                run.terminal,
+                len(run.events),
+                run.events[-1].appended_ms if run.events else 0,
+            )
+            for run in list(self.index.runs.values())
+        )
+        listing = recent_runs(summaries)
+        listing["ready"] = self.index.ready.is_set()  # false while the log is still being read
+        return _json(200, listing)
+
+    def _unauthenticated(self, request: web.Request) -> web.Response | None:
+        """The HTTP API's bearer rule (app.shell.http_api): constant-time, never logged."""
+        if not self.auth:
+            return None
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        token = given.strip().encode()
+        if (
+            scheme.lower() == "bearer"
+            and token
+            and any(hmac.compare_digest(token, known) for known in self.tokens)
+        ):
+            return None
+        failure = error("unauthenticated", "a bearer token is required (Authorization: Bearer)")
+        return _json(failure.status, failure.body, {"WWW-Authenticate": 'Bearer realm="openwop"'})
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status,
+        body=orjson.dumps(body),
+        content_type="application/json",
+        headers={**_HEADERS, **(headers or {})},
+    )
+
+
+def register(app: faust.App, index: RunIndex, settings: Settings) -> ViewerPages:
+    """Add the viewer's routes to the worker's web server."""
+    pages = ViewerPages(index, auth=settings.http_auth, tokens=settings.http_tokens)
+
+    def view(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> type:
+        class _View(faust.web.View):
+            async def get(self, request: web.Request, **_: Any) -> web.StreamResponse:
+                return await handler(request)
+
+        _View.__name__ = f"viewer_{handler.__name__}"
+        return _View
+
+    app.page("/ui")(view(pages.redirect))
+    app.page("/ui/")(view(pages.page))
+    app.page("/ui/runs/{tail:.+}")(view(pages.page))
+    app.page("/ui/assets/{name}")(view(pages.asset))
+    app.page("/ui/api/runs")(view(pages.runs))
+    return pages
