@@ -4,7 +4,7 @@ PYTHON ?= python3
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install up test test-core lint kafka-jars clean
+.PHONY: help install up test test-core lint kafka-jars clean viewer
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -15,7 +15,24 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[test,dev]'
 	touch $@
 
-install: $(VENV)/.installed ## create .venv and install a2ui-stream with its test extra
+# The live surface viewer (docs/viewer.md): built from viewer/ with npm into app/viewer_dist/,
+# served by the worker at /ui/. Without npm, install goes on and /ui/ says how to build it.
+VIEWER_STAMP := app/viewer_dist/BUILT
+VIEWER_SOURCES := viewer/package.json viewer/package-lock.json viewer/build.mjs viewer/index.html \
+	$(wildcard viewer/src/*.* viewer/src/*/*.js) schemas/a2ui-surface-v1.schema.json \
+	schemas/a2ui-surface-v2-profile.schema.json
+
+$(VIEWER_STAMP): $(VIEWER_SOURCES)
+	@if command -v npm >/dev/null 2>&1; then \
+		cd viewer && npm ci --no-audit --no-fund && npm run build; \
+	else \
+		echo "npm not found: the viewer (/ui/) is not built; install Node.js 20+ and run: make viewer"; \
+	fi
+
+viewer: ## build the live surface viewer (npm ci && npm run build in viewer/)
+	cd viewer && npm ci --no-audit --no-fund && npm run build
+
+install: $(VENV)/.installed $(VIEWER_STAMP) ## create .venv, install a2ui-stream with its test extra, build the viewer
 
 up: install ## run it: embedded broker + topics + worker, in the foreground (Ctrl-C stops)
 	$(VENV)/bin/a2ui-stream up
@@ -34,4 +51,4 @@ kafka-jars: ## resolve Apache Kafka's jars from Maven Central into the cache (ne
 	bash scripts/fetch-kafka.sh
 
 clean: ## remove the venv and caches (not the Kafka jar cache)
-	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache app/viewer_dist viewer/node_modules

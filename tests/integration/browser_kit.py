@@ -1,0 +1,129 @@
+"""Headless Debian Chromium for the viewer test, driven by playwright-core from Node.js
+(viewer/e2e/driver.mjs, one JSON command per line), with the rule for a missing browser: skip
+on a laptop with the reason, fail in CI (CI=true or A2UI_STREAM_REQUIRE_KAFKA=1), where
+.ci/run installs Chromium and the viewer's npm packages."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.shell.broker import require_kafka
+from app.shell.viewer import DIST
+
+REPO = Path(__file__).resolve().parents[2]
+VIEWER = REPO / "viewer"
+DRIVER = VIEWER / "e2e" / "driver.mjs"
+
+
+def chromium_path() -> str | None:
+    configured = os.environ.get("A2UI_STREAM_CHROMIUM")
+    if configured:
+        return configured if Path(configured).is_file() else None
+    return shutil.which("chromium") or (
+        "/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else None
+    )
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true" or require_kafka()
+
+
+def missing_prerequisite() -> str | None:
+    """Why the browser test cannot run here, or None."""
+    if chromium_path() is None:
+        return (
+            "Chromium is not installed (Debian: apt-get install --no-install-recommends chromium)"
+        )
+    if shutil.which("node") is None:
+        return "Node.js is not installed (the browser is driven by playwright-core from Node.js)"
+    if not (VIEWER / "node_modules" / "playwright-core").is_dir():
+        return "the viewer's npm packages are not installed (make viewer: npm ci in viewer/)"
+    if not (DIST / "index.html").is_file():
+        return "the viewer is not built (make viewer: npm ci && npm run build in viewer/)"
+    return None
+
+
+def require_browser() -> None:
+    """Skip with the reason on a laptop; in CI a missing prerequisite is a failure."""
+    reason = missing_prerequisite()
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"{reason}; CI must run the browser test (.ci/run installs what it needs)")
+    pytest.skip(reason)
+
+
+class BrowserDriver:
+    """One Chromium (one page) behind viewer/e2e/driver.mjs."""
+
+    def __init__(self, log: Path) -> None:
+        env = {**os.environ, "A2UI_STREAM_CHROMIUM": chromium_path() or ""}
+        self._log = open(log, "wb")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            ["node", str(DRIVER)],
+            cwd=VIEWER,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+        )
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        hello = self._answer(90)
+        self.version = hello.get("version")
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(b"")
+
+    def _answer(self, timeout: float) -> dict[str, Any]:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"the browser driver did not answer in {timeout:g}s") from None
+        if not line:
+            raise AssertionError(f"the browser driver exited ({self.proc.poll()})")
+        answer: dict[str, Any] = json.loads(line)
+        if not answer.get("ok"):
+            raise AssertionError(f"browser: {answer.get('error')}")
+        return answer
+
+    def call(self, cmd: str, timeout: float = 60, **args: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"cmd": cmd, **args}).encode() + b"\n")
+        self.proc.stdin.flush()
+        return self._answer(timeout)
+
+    def goto(self, url: str) -> None:
+        self.call("goto", url=url)
+
+    def wait(self, selector: str, text: str | None = None, *, timeout: float = 30) -> None:
+        self.call("wait", timeout=timeout + 10, selector=selector, text=text, waitMs=timeout * 1000)
+
+    def query(self, selector: str) -> list[dict[str, Any]]:
+        elements: list[dict[str, Any]] = self.call("query", selector=selector)["elements"]
+        return elements
+
+    def close(self) -> None:
+        try:
+            if self.proc.poll() is None:
+                self.call("close", timeout=30)
+        except (AssertionError, OSError):
+            pass
+        finally:
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self._log.close()
