@@ -238,6 +238,7 @@ def _run_up(args: argparse.Namespace) -> int:
                     f"  worker web:       http://{fast.web_host}:{fast.web_port}/health",
                     f"  OpenWOP HTTP:     http://{fast.web_host}:{fast.web_port}/.well-known/openwop"
                     " (no token needed in this embedded mode)",
+                    f"  surface viewer:   http://{fast.web_host}:{fast.web_port}/ui/",
                     f"  in another shell: export KAFKA_BOOTSTRAP={broker.bootstrap}",
                     "  stop: Ctrl-C (stops the worker and the broker it started)",
                     "",

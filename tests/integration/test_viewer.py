@@ -103,10 +103,11 @@ def _assert_loopback_only(browser: BrowserDriver) -> None:
     assert not problems, problems  # CSP violations and script errors land here
 
 
-def _screenshot(browser: BrowserDriver, path: Path) -> None:
+def _screenshot(browser: BrowserDriver, path: Path, *, for_docs: bool = False) -> None:
+    """A screenshot for humans in the test's tmp dir; the docs' copy only when asked for."""
     browser.call("screenshot", path=str(path))
     assert path.stat().st_size > 10_000
-    if os.environ.get("A2UI_STREAM_VIEWER_SCREENSHOT") == "1":
+    if for_docs and os.environ.get("A2UI_STREAM_VIEWER_SCREENSHOT") == "1":
         shutil.copyfile(path, REPO / "docs" / "viewer.png")
 
 
@@ -219,7 +220,7 @@ def test_untrusted_and_partial_surfaces_show_it_and_disable_actions(
     # the trusted final one: no badge, its button enabled
     assert not browser.query(f'{_surface(trusted)} [data-testid="untrusted-badge"]')
     assert not browser.query(f"{_surface(trusted)} a2ui-viewer-button button")[0]["disabled"]
-    _screenshot(browser, tmp_path / "viewer-trust.png")
+    _screenshot(browser, tmp_path / "viewer-trust.png", for_docs=True)
     _assert_loopback_only(browser)
 
 
