@@ -30,6 +30,7 @@ _BENCH_MODULES = (
     "app.shell.bench_admission",
     "app.shell.bench_pipeline",
     "app.shell.bench_projection",
+    "app.shell.bench_sse",
 )
 
 _DESCRIPTION = """\
