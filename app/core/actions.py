@@ -34,7 +34,7 @@ from app.core.surfaces import V1_SURFACE_ID, Surface, parse_data_path
 
 __all__ = ["check_action"]
 
-_V1_FIELDS = frozenset({"field.text", "field.select", "field.checkbox"})
+_V1_FIELDS = frozenset({"field.text", "field.select", "field.checkbox", "field.date"})
 
 
 def _refuse(rule: str, pointer: str, message: str, **details: Any) -> Violation:

@@ -224,7 +224,12 @@ def test_an_accepted_action_is_recorded_redacted_and_published_for_the_orchestra
         ((), {"surfaceId": "nope"}, "not_found", "surface-live"),
         ((envelope(v2("s", delete_msg("s"))),), {}, "not_found", "surface-live"),
         (
-            (envelope(v2("s", components_msg("s")), partial={"index": 0, "total": 2, "isPartial": True}),),
+            (
+                envelope(
+                    v2("s", components_msg("s")),
+                    partial={"index": 0, "total": 2, "isPartial": True},
+                ),
+            ),
             {},
             "action_refused",
             "surface-final",
