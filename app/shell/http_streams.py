@@ -46,15 +46,39 @@ class DeltaMemo:
     def __init__(self, rules: PayloadRules, size: int = 20_000) -> None:
         self.rules = rules
         self.size = size
-        self._memo: OrderedDict[tuple[str | None, str], tuple[DeltaCursor, StreamOutput]] = (
+        self._memo: OrderedDict[tuple[str | None, str], tuple[DeltaCursor, StreamOutput, bytes]] = (
             OrderedDict()
         )
+        self._plain: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+
+    def plain(self, logged: LoggedEvent) -> bytes:
+        """The SSE bytes of a recorded event as it is, encoded once for every connection."""
+        key = (str(logged.event.get("eventId")), logged.offset)
+        found = self._plain.get(key)
+        if found is None:
+            found = self._plain[key] = sse_frame(logged.type, logged.data, logged.sequence)
+            if len(self._plain) > self.size:
+                self._plain.popitem(last=False)
+        return found
 
     def output(self, cursor: DeltaCursor, logged: LoggedEvent) -> tuple[DeltaCursor, StreamOutput]:
+        after, out, _encoded = self._entry(cursor, logged)
+        return after, out
+
+    def sse(
+        self, cursor: DeltaCursor, logged: LoggedEvent
+    ) -> tuple[DeltaCursor, StreamOutput, bytes]:
+        """``output`` and its SSE bytes, encoded once for every connection."""
+        return self._entry(cursor, logged)
+
+    def _entry(
+        self, cursor: DeltaCursor, logged: LoggedEvent
+    ) -> tuple[DeltaCursor, StreamOutput, bytes]:
         key = (cursor.event_id, str(logged.event.get("eventId")))
         found = self._memo.get(key)
         if found is None:
-            found = next_output(cursor, logged.event, logged.data, self.rules)
+            after, out = next_output(cursor, logged.event, logged.data, self.rules)
+            found = (after, out, sse_frame(out.event_name, out.data, out.sequence))
             self._memo[key] = found
             if len(self._memo) > self.size:
                 self._memo.popitem(last=False)
@@ -161,8 +185,8 @@ class RunStreams:
         self.open_streams += 1
         try:
             await self._pump(response, run, modes, -1 if after is None else after, delta)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the client went away: its next write failed
         finally:
             self.open_streams -= 1
         return response
@@ -193,15 +217,17 @@ class RunStreams:
                     body = _snapshot(run, projection, after)
                     await response.write(sse_frame("state.snapshot", body, after))
                 elif delta:
-                    cursor, out = self.memo.output(cursor, logged)
+                    cursor, _out, encoded = self.memo.sse(cursor, logged)
                     if event_in_modes(logged.type, modes):
-                        await response.write(sse_frame(out.event_name, out.data, after))
+                        await response.write(encoded)
                 elif event_in_modes(logged.type, modes):
-                    await response.write(sse_frame(logged.type, logged.data, after))
+                    await response.write(self.memo.plain(logged))
             if run.terminal:
                 return
             try:
-                await asyncio.wait_for(changed.wait(), self.keepalive_seconds)
+                # asyncio.timeout, not wait_for: no task per wake-up on every connection
+                async with asyncio.timeout(self.keepalive_seconds):
+                    await changed.wait()
             except TimeoutError:
                 await response.write(keep_alive())
             current = self.index.get(run.run_id)
