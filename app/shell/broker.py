@@ -88,7 +88,7 @@ class Broker:
     features: BrokerFeatures
     description: str
     _stop: Callable[[], None] = field(repr=False, default=lambda: None)
-    _restart: Callable[[], None] | None = field(repr=False, default=None)
+    _restart: Callable[[bool], None] | None = field(repr=False, default=None)
     pid: int | None = None
 
     @property
@@ -100,13 +100,15 @@ class Broker:
     def stop(self) -> None:
         self._stop()
 
-    def restart(self) -> None:
-        """Stop and start the broker on the same ports and log directory (durability tests)."""
+    def restart(self, *, hard: bool = False) -> None:
+        """Stop and start the broker on the same ports and log directory (durability tests).
+        ``hard``: SIGKILL instead of a controlled shutdown, so the restart recovers its log
+        and transaction state from what was on disk."""
         if self._restart is None:
             raise OperatorError(
                 f"the {self.kind} broker at {self.bootstrap} cannot be restarted here"
             )
-        self._restart()
+        self._restart(hard)
 
     def summary(self) -> str:
         feats = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in self.features.as_dict().items())
@@ -381,7 +383,10 @@ class _LocalKafka:
             proc.kill()
             proc.wait(timeout=10)
 
-    def restart(self) -> None:
+    def restart(self, hard: bool = False) -> None:
+        if hard and self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
         self.stop()
         self.start()
 
