@@ -1,0 +1,650 @@
+"""The fault scenarios: the pipeline on a real broker while something breaks, each ending with
+the accounting (docs/reliability.md).
+
+Shell module. Each scenario is ``async def name(broker, size, tmp, seed=1) -> Report``: it
+creates its own topics (a unique prefix), starts ``a2ui-stream worker`` processes, publishes
+about ``size`` admission records (the mixed corpus of ``fault_kit.corpus``: valid lifecycles,
+fold violations, excluded components, bad shapes, undecodable bytes, re-sends) spread over
+time, injects its fault mid-stream, waits for the pipeline to settle (every record decided,
+every worker's lag 0; bounded) and then checks:
+
+- the accounting of ``fault_accounting.tally`` against the core oracle: published = admitted
+  + refused + deduplicated, lost 0, duplicated 0, mis-ordered 0, wrong 0;
+- every subscriber's reconstructed surfaces equal the log's materialization;
+- no worker crashed (an exit we did not cause, or a service crash in its log).
+
+The tests (tests/integration/test_faults.py) run them at CI size; ``a2ui-stream soak`` runs
+them repeatedly, bigger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import random
+import time
+import uuid
+import zlib
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from app.core.subscriber import SubscriberView
+from app.shell.broker import Broker
+from app.shell.fault_accounting import Accounting, Outputs, oracle, read_outputs, tally
+from app.shell.fault_kit import (
+    RULES,
+    Published,
+    WorkerProcess,
+    apply_topics,
+    corpus,
+    publish_paced,
+    topic_names,
+)
+from app.shell.fault_subscribers import SubscriberFleet, wait_converged
+from app.shell.faust_app import policy_from
+from app.shell.kafka_io import read_topic
+from app.shell.settings import load_settings
+from app.shell.subscriber_client import SubscriberClient
+
+__all__ = ["SCENARIOS", "Report", "Scenario"]
+
+
+@dataclass
+class Report:
+    """What one scenario did and found; ``ok`` is the verdict."""
+
+    scenario: str
+    size: int
+    broker: str
+    faults: dict[str, int] = field(default_factory=dict)
+    accounting: Accounting = field(default_factory=Accounting)
+    crashes: int = 0
+    subscribers: int = 0
+    surfaces: int = 0  # surfaces the log materializes (each subscriber must hold them all)
+    diverged: list[str] = field(default_factory=list)  # "subscriber: difference"
+    failures: list[str] = field(default_factory=list)  # the scenario's own checks
+    figures: dict[str, int] = field(default_factory=dict)  # more counts worth printing
+    seconds: float = 0.0
+    skipped: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        if self.skipped is not None:
+            return True
+        return self.accounting.ok and not self.crashes and not self.diverged and not self.failures
+
+    def as_dict(self) -> dict[str, Any]:
+        acc = self.accounting
+        return {
+            "scenario": self.scenario,
+            "ok": self.ok,
+            "skipped": self.skipped,
+            "size": self.size,
+            "broker": self.broker,
+            "faults": self.faults,
+            "published": acc.published,
+            "admitted": acc.admitted,
+            "refused": acc.refused,
+            "deduplicated": acc.deduplicated,
+            "lost": acc.lost,
+            "duplicated": acc.duplicated,
+            "misordered": acc.misordered,
+            "wrong": acc.wrong,
+            "events": acc.events,
+            "runs": acc.runs,
+            "crashes": self.crashes,
+            "subscribers": self.subscribers,
+            "surfaces": self.surfaces,
+            "diverged": len(self.diverged),
+            "figures": self.figures,
+            "seconds": round(self.seconds, 1),
+            "problems": (acc.problems + self.diverged + self.failures)[:20],
+        }
+
+    def __str__(self) -> str:
+        if self.skipped is not None:
+            return f"{self.scenario}: skipped ({self.skipped})"
+        faults = ", ".join(f"{name} x{n}" for name, n in self.faults.items()) or "none"
+        lines = [
+            f"{self.scenario}: {'OK' if self.ok else 'FAILED'} in {self.seconds:.0f}s; "
+            f"faults: {faults}",
+            f"  {self.accounting.line()}",
+            f"  crashes={self.crashes}; subscribers={self.subscribers} reconstructed == "
+            f"materialized: {self.subscribers - _diverged_subscribers(self.diverged)} of "
+            f"{self.subscribers} ({self.surfaces} surfaces)",
+        ]
+        if self.figures:
+            lines.append("  " + ", ".join(f"{k}={v}" for k, v in self.figures.items()))
+        lines += [f"  problem: {p}" for p in self.as_dict()["problems"]]
+        return "\n".join(lines)
+
+
+def _diverged_subscribers(diverged: Sequence[str]) -> int:
+    return len({d.split(":", 1)[0] for d in diverged})
+
+
+# -- the stage every scenario runs on ---------------------------------------------------------
+
+
+class Stage:
+    """One scenario's topics, workers, faults and timing."""
+
+    def __init__(
+        self, broker: Broker, tmp: Path, scenario: str, size: int, *, partitions: int = 3
+    ) -> None:
+        token = uuid.uuid4().hex[:8]
+        self.broker, self.scenario, self.size = broker, scenario, size
+        self.settings = replace(
+            load_settings({}),
+            topic_prefix=f"f{token}.",
+            app_id=f"a2ui-fault-{token}",
+            partitions=partitions,
+            fast_groups=True,
+        )
+        self.topics = topic_names(self.settings)
+        self.dir = tmp / f"{scenario}-{token}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.workers: list[WorkerProcess] = []
+        self.faults: Counter[str] = Counter()
+        self.figures: Counter[str] = Counter()
+        self.failures: list[str] = []
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.fleets: list[SubscriberFleet] = []
+        self.stopping = asyncio.Event()
+        self.started = time.monotonic()
+
+    async def prepare(self) -> None:
+        await apply_topics(self.broker, self.settings)
+
+    def worker(self, worker_id: str, *, start: bool = True) -> WorkerProcess:
+        worker = WorkerProcess(self.broker, self.settings, worker_id, self.dir)
+        self.workers.append(worker)
+        if start:
+            worker.start()
+        return worker
+
+    def background(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self.tasks.append(task)
+        return task
+
+    async def fleet(self, n: int, runs: Sequence[frozenset[str] | None] = ()) -> SubscriberFleet:
+        """``n`` subscribers (every other one on deltas), registered and read; subscriber
+        ``i`` follows ``runs[i % len(runs)]`` (default: every run)."""
+        ids = [f"{self.settings.app_id}-sub{i:03d}" for i in range(n)]
+        fleet = SubscriberFleet(
+            self.broker.bootstrap,
+            self.settings,
+            ids,
+            runs={sid: runs[i % len(runs)] for i, sid in enumerate(ids)} if runs else {},
+        )
+        self.fleets.append(fleet)
+        await fleet.register()
+        self.background(fleet.run(self.stopping))
+        return fleet
+
+    async def publish(self, records: Sequence[Published], seconds: float) -> None:
+        resent = await publish_paced(
+            self.broker.bootstrap, self.topics["admission"], records, seconds=seconds
+        )
+        self.figures["records re-sent after a send failure"] += resent
+
+    def _lags(self) -> int | None:
+        """Summed consumer lag of the live workers; None when one is not serving yet."""
+        total = 0
+        for worker in self.workers:
+            if not worker.alive():
+                continue
+            try:
+                text = worker.metrics()
+            except OSError:
+                return None
+            for line in text.splitlines():
+                if line.startswith("a2ui_consumer_lag{"):
+                    total += int(float(line.rsplit(" ", 1)[1]))
+        return total
+
+    async def settle(self, timeout: float) -> tuple[Accounting, Outputs]:
+        """Wait (bounded) until every published record has its outcome and the workers have
+        no lag, then tally."""
+        admission = await read_topic(self.broker.bootstrap, self.topics["admission"], timeout=300)
+        worker_settings = load_settings(self.workers[0].env())
+        want = oracle(
+            admission,
+            policy_from(worker_settings),
+            RULES,
+            partitions=worker_settings.partitions,
+            max_bytes=worker_settings.max_record_bytes,
+        )
+        due = sum(
+            len(w.events) if w.kind == "admitted" else 1
+            for w in want.wants.values()
+            if w.kind != "deduplicated"
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            got = await read_outputs(
+                self.broker.bootstrap, self.topics["log"], self.topics["deadletter"]
+            )
+            enough = len(got.events) + len(got.dead_letters) >= due
+            if enough and await asyncio.to_thread(self._lags) == 0:
+                # Read once more: anything written twice would be visible now.
+                got = await read_outputs(
+                    self.broker.bootstrap, self.topics["log"], self.topics["deadletter"]
+                )
+                break
+            if time.monotonic() > deadline:
+                self.failures.append(
+                    f"not settled after {timeout:.0f}s: "
+                    f"{len(got.events) + len(got.dead_letters)} of {due} outcomes"
+                )
+                break
+            await asyncio.sleep(1.0)
+        return tally(len(admission), want, got), got
+
+    async def finish(
+        self,
+        views: Callable[[], Mapping[str, SubscriberView]] | None = None,
+        *,
+        runs: Mapping[str, frozenset[str] | None] | None = None,
+        timeout: float = 300.0,
+    ) -> Report:
+        settling = time.monotonic()
+        accounting, got = await self.settle(timeout)
+        self.figures["seconds to settle after the stream"] = round(time.monotonic() - settling)
+        report = Report(
+            self.scenario,
+            self.size,
+            self.broker.description,
+            faults=dict(self.faults),
+            accounting=accounting,
+        )
+        if views is not None:
+            materialized = got.materialized()
+            differences = await wait_converged(materialized, views, timeout=120, runs=runs)
+            report.subscribers = len(differences)
+            report.surfaces = len(materialized.surfaces)
+            report.diverged = [
+                f"{sid}: {d}" for sid, diffs in differences.items() for d in diffs[:3]
+            ]
+        report.failures = self.failures
+        report.figures = dict(self.figures)
+        return report
+
+    async def close(self, report: Report | None = None) -> None:
+        self.stopping.set()
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        for fleet in self.fleets:
+            await fleet.close()
+        for worker in self.workers:
+            await asyncio.to_thread(worker.stop)
+        if report is not None:
+            report.crashes = sum(worker.crashes for worker in self.workers)
+            report.seconds = time.monotonic() - self.started
+
+
+def _corpus(size: int, seed: int, prefix: str) -> list[Published]:
+    """About ``size`` records over up to 60 runs; each scenario (``prefix``) draws its own."""
+    runs = max(4, min(60, size // 80))
+    mixed = zlib.crc32(prefix.encode()) % 1000 + 1000 * seed
+    return corpus(runs=runs, per_run=max(10, size // runs), seed=mixed, prefix=prefix)
+
+
+# Measured on a loaded 2-core machine: a SIGKILLed worker is deciding records again 8-14 s
+# after its restart (Python and Faust start-up, then the group waits for the dead member's
+# session to expire). Scenarios pace their publication so that each fault lands mid-stream.
+RESTART_SECONDS = 12.0
+
+
+async def _kill_after_progress(
+    worker: WorkerProcess, rng: random.Random, *, timeout: float = 30.0
+) -> None:
+    """SIGKILL ``worker`` a moment after it decided records in this incarnation (or after
+    ``timeout`` if it has nothing to decide)."""
+    await worker.wait_progress(timeout=timeout)
+    await asyncio.sleep(rng.uniform(0.1, 1.2))
+    worker.kill()
+
+
+# -- the scenarios ----------------------------------------------------------------------------
+
+
+async def sigkill_loop(broker: Broker, size: int, tmp: Path, seed: int = 1) -> Report:
+    """The worker is SIGKILLed repeatedly mid-stream and restarted each time."""
+    stage = Stage(broker, tmp, "sigkill-loop", size)
+    report: Report | None = None
+    kills = max(3, size // 5000)
+    records = _corpus(size, seed, "kill")
+    rng = random.Random(seed)
+    try:
+        await stage.prepare()
+        fleet = await stage.fleet(2)
+        worker = stage.worker("w1")
+
+        async def chaos() -> None:
+            for _ in range(kills):
+                await _kill_after_progress(worker, rng)
+                stage.faults["worker SIGKILL"] += 1
+                worker.start()
+
+        seconds = kills * RESTART_SECONDS + 5.0
+        await asyncio.gather(stage.publish(records, seconds=seconds), chaos())
+        report = await stage.finish(lambda: fleet.views)
+        return report
+    finally:
+        await stage.close(report)
+
+
+async def broker_restart(broker: Broker, size: int, tmp: Path, seed: int = 1) -> Report:
+    """The broker stops and restarts mid-stream on the same ports and log directory, with a
+    controlled shutdown and then killed with SIGKILL (its log and transaction state recovered
+    from disk), alternately."""
+    if not broker.features.durability:
+        return Report(
+            "broker-restart",
+            size,
+            broker.description,
+            skipped=f"needs broker feature 'durability', which {broker.description} lacks",
+        )
+    stage = Stage(broker, tmp, "broker-restart", size)
+    report: Report | None = None
+    restarts = max(2, size // 10000)
+    records = _corpus(size, seed, "restart")
+    rng = random.Random(seed)
+    try:
+        await stage.prepare()
+        fleet = await stage.fleet(2)
+        worker = stage.worker("w1")
+
+        async def chaos() -> None:
+            for n in range(restarts):
+                await worker.wait_progress(beyond=worker.outcomes_counted(), timeout=60)
+                await asyncio.sleep(rng.uniform(0.2, 1.5))
+                hard = n % 2 == 1
+                await asyncio.to_thread(functools.partial(broker.restart, hard=hard))
+                stage.faults["broker SIGKILL + restart" if hard else "broker stop + restart"] += 1
+
+        # A restart takes 10-20 s on a loaded 2-core machine; the stream keeps flowing.
+        seconds = restarts * 20.0 + 5.0
+        await asyncio.gather(stage.publish(records, seconds=seconds), chaos())
+        report = await stage.finish(lambda: fleet.views)
+        return report
+    finally:
+        await stage.close(report)
+
+
+def _joined(worker: WorkerProcess, before: int) -> bool:
+    """The worker's validator has started its transactional producer (and subscribes next)."""
+    return worker.log_count(b"validator: transactional producer") > before
+
+
+async def rebalance_kill(broker: Broker, size: int, tmp: Path, seed: int = 1) -> Report:
+    """Three workers in one group: each round a member joins and, while the group rebalances,
+    another member is SIGKILLed; the killed one comes back the next round (its transactional
+    id fences its open transaction)."""
+    stage = Stage(broker, tmp, "rebalance-kill", size, partitions=6)
+    report: Report | None = None
+    rounds = max(1, size // 8000)
+    records = _corpus(size, seed, "rebalance")
+    rng = random.Random(seed)
+    try:
+        await stage.prepare()
+        fleet = await stage.fleet(2)
+        members = [stage.worker("w1"), stage.worker("w2"), stage.worker("w3", start=False)]
+
+        async def chaos() -> None:
+            down = members[2]
+            for _ in range(rounds):
+                alive = [m for m in members if m.alive()]
+                await asyncio.gather(*(m.wait_progress(timeout=30) for m in alive))
+                before = down.log_count(b"validator: transactional producer")
+                down.start()
+                stage.faults["rebalance (a member joined)"] += 1
+                deadline = time.monotonic() + 60
+                while not _joined(down, before) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+                await asyncio.sleep(rng.uniform(0.0, 1.0))
+                victim = rng.choice(alive)
+                victim.kill()
+                stage.faults["member SIGKILLed during the rebalance"] += 1
+                # The group notices the dead member when its session expires (10 s with
+                # A2UI_STREAM_FAST_GROUPS), then the newcomer gets partitions and works.
+                await down.wait_progress(timeout=30)
+                down = victim
+            down.start()  # back for good: its transactional id fences what it left open
+
+        # Each round: the members' progress, a join, the dead member's session timeout, the
+        # newcomer's progress; the stream must still be flowing at the end of it.
+        seconds = rounds * 30.0 + 10.0
+        await asyncio.gather(stage.publish(records, seconds=seconds), chaos())
+        report = await stage.finish(lambda: fleet.views)
+        return report
+    finally:
+        await stage.close(report)
+
+
+async def subscriber_pause(broker: Broker, size: int, tmp: Path, seed: int = 1) -> Report:
+    """Subscribers that stop reading for a while and catch up: one whose application stops
+    pulling surfaces (its client suspended, frames pile up on its topic), one that goes away
+    and comes back as a fresh client with nothing held; a third reads all along."""
+    stage = Stage(broker, tmp, "subscriber-pause", size)
+    report: Report | None = None
+    records = _corpus(size, seed, "pause")
+    seconds = max(20.0, size / 250)
+    try:
+        await stage.prepare()
+        app = stage.settings.app_id
+
+        def client(name: str, delta: bool) -> SubscriberClient:
+            return SubscriberClient(
+                broker.bootstrap,
+                f"{app}-{name}",
+                delta=delta,
+                full_every=50,
+                settings=stage.settings,
+            )
+
+        paused, gone, steady = client("paused", True), client("gone", True), client("steady", False)
+        for c in (paused, gone, steady):
+            await c.register()
+        reading = asyncio.Event()
+        reading.set()
+        delivered: Counter[str] = Counter()
+        gone_stop = asyncio.Event()
+
+        async def read(
+            c: SubscriberClient, stop: asyncio.Event, gate: asyncio.Event | None
+        ) -> None:
+            surfaces = c.surfaces(stop)
+            try:
+                async for _ in surfaces:
+                    delivered[c.subscriber_id] += 1
+                    if gate is not None:
+                        await gate.wait()  # the application stopped pulling: the client waits
+            finally:
+                await surfaces.aclose()  # type: ignore[attr-defined]  # an async generator
+
+        stage.background(read(paused, stage.stopping, reading))
+        stage.background(read(gone, gone_stop, None))
+        stage.background(read(steady, stage.stopping, None))
+        stage.worker("w1")
+        holder: dict[str, SubscriberClient] = {}
+
+        async def chaos() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not (
+                delivered[paused.subscriber_id] and delivered[gone.subscriber_id]
+            ):
+                await asyncio.sleep(0.2)
+            reading.clear()
+            gone_stop.set()
+            stage.faults["subscriber stopped reading"] += 1
+            stage.faults["subscriber gone, back with nothing held"] += 1
+            pause = seconds * 0.6
+            await asyncio.sleep(pause)  # the fault itself: how long nobody reads
+            stage.figures["seconds without reading"] = round(pause)
+            stage.figures["frames delivered before the pause"] = delivered[paused.subscriber_id]
+            back = client("gone", True)
+            holder["back"] = back
+            stage.background(read(back, stage.stopping, None))
+            reading.set()
+
+        await asyncio.gather(stage.publish(records, seconds=seconds), chaos())
+
+        def views() -> dict[str, SubscriberView]:
+            return {
+                "paused": paused.view,
+                "back": holder["back"].view,
+                "steady": steady.view,
+            }
+
+        report = await stage.finish(views)
+        report.figures["frames delivered to the paused subscriber"] = delivered[
+            paused.subscriber_id
+        ]
+        return report
+    finally:
+        await stage.close(report)
+
+
+def _holding(fleet: SubscriberFleet) -> int:
+    """Subscribers that hold at least one surface."""
+    return sum(1 for view in fleet.views.values() if len(view.surfaces))
+
+
+async def resync_storm(broker: Broker, size: int, tmp: Path, seed: int = 1) -> Report:
+    """Many subscribers ask for full surfaces at once, mid-stream, with two workers owning
+    the runs: every request is answered with exactly one full frame, and every subscriber
+    ends with the materialized surfaces."""
+    stage = Stage(broker, tmp, "resync-storm", size, partitions=4)
+    report: Report | None = None
+    subscribers = max(10, min(300, size // 60))
+    records = _corpus(size, seed, "storm")
+    half = len(records) // 2
+    seconds = max(10.0, size / 400)
+    # Each subscriber follows three runs (a UI shows a few runs, not all of them), so the
+    # fan-out per change stays near 3 * subscribers / runs while the storm grows with them.
+    run_ids = sorted({rec.run for rec in records})
+    follows = [
+        frozenset(run_ids[(i + k) % len(run_ids)] for k in range(3)) for i in range(len(run_ids))
+    ]
+    try:
+        await stage.prepare()
+        fleet = await stage.fleet(subscribers, follows)
+        workers = [stage.worker("w1"), stage.worker("w2")]
+        await stage.publish(records[:half], seconds=seconds)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and _holding(fleet) < 0.9 * subscribers:
+            await asyncio.sleep(0.2)
+        second_half = stage.background(stage.publish(records[half:], seconds=seconds))
+        stage.faults["resync requests at once"] = await fleet.storm()
+        await second_half
+        report = await stage.finish(lambda: fleet.views, runs=fleet.runs)
+        # Every request (the storm's and any a subscriber sent on its own) is answered once.
+        answered = 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            counts = [
+                await asyncio.to_thread(w.counter, "a2ui_resyncs_answered_total") for w in workers
+            ]
+            answered = sum(counts)
+            if answered >= fleet.resyncs_requested:
+                break
+            await asyncio.sleep(0.5)
+        report.figures["resync requests"] = fleet.resyncs_requested
+        report.figures["resyncs answered"] = answered
+        report.figures["frames delivered"] = sum(fleet.frames.values())
+        if answered != fleet.resyncs_requested:
+            report.failures.append(
+                f"{answered} resyncs answered for {fleet.resyncs_requested} requests"
+            )
+        report.subscribers = subscribers
+        return report
+    finally:
+        await stage.close(report)
+
+
+def _retried(records: list[Published], rng: random.Random, producers: int) -> list[list[Published]]:
+    """Each run's records go to one producer; on the way, producers re-send: at once (an ack
+    lost), later (a retry queue), from another producer (a client fail-over), and as a
+    regenerated envelope (new envelopeId, same correlationId)."""
+    lanes: list[list[Published]] = [[] for _ in range(producers)]
+    for rec in records:
+        lane = lanes[int(rec.run.rsplit("-", 1)[1]) % producers]
+        lane.append(rec)
+        roll = rng.random()
+        if roll < 0.10:
+            lane.append(rec)
+        elif roll < 0.15:
+            lane.insert(len(lane) + rng.randrange(20, 200), rec)  # list.insert clamps
+        elif roll < 0.18:
+            other = lanes[rng.randrange(producers)]
+            other.append(rec)
+        elif roll < 0.23 and rec.correlation_id is not None:
+            body = orjson.loads(rec.value)
+            body["envelope"]["envelopeId"] += "-regenerated"
+            lane.append(Published(rec.run, rec.key, orjson.dumps(body), rec.correlation_id))
+    return lanes
+
+
+async def producer_retries(broker: Broker, size: int, tmp: Path, seed: int = 1) -> Report:
+    """Three producers re-send records with the same correlationIds (at once, later, from
+    another producer, regenerated), across a worker SIGKILL: every re-send of a recorded
+    envelope is an E2 deduplication, never a second log record."""
+    stage = Stage(broker, tmp, "producer-retries", size)
+    report: Report | None = None
+    rng = random.Random(seed)
+    records = _corpus(size, seed, "retry")
+    lanes = _retried(records, rng, 3)
+    seconds = max(15.0, size / 250)
+    try:
+        await stage.prepare()
+        fleet = await stage.fleet(2)
+        worker = stage.worker("w1")
+
+        async def chaos() -> None:
+            await _kill_after_progress(worker, rng)
+            stage.faults["worker SIGKILL"] += 1
+            worker.start()
+
+        await asyncio.gather(*(stage.publish(lane, seconds=seconds) for lane in lanes), chaos())
+        stage.faults["producer re-sends"] = sum(map(len, lanes)) - len(records)
+        report = await stage.finish(lambda: fleet.views)
+        got = await read_outputs(broker.bootstrap, stage.topics["log"], stage.topics["deadletter"])
+        recorded = Counter((e["runId"], e["causationId"]) for e, _src in got.events)
+        twice = [key for key, n in recorded.items() if n > 1]
+        if twice:
+            report.failures.append(f"{len(twice)} correlationIds recorded twice: {twice[:3]}")
+        return report
+    finally:
+        await stage.close(report)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    run: Callable[[Broker, int, Path, int], Awaitable[Report]]
+    proves: str
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("sigkill-loop", sigkill_loop, "crash safety: SIGKILL repeatedly mid-stream"),
+        Scenario("broker-restart", broker_restart, "the broker stops and restarts mid-stream"),
+        Scenario("rebalance-kill", rebalance_kill, "a member killed during a rebalance"),
+        Scenario("subscriber-pause", subscriber_pause, "subscribers stop reading, catch up"),
+        Scenario("resync-storm", resync_storm, "many full-surface requests at once"),
+        Scenario("producer-retries", producer_retries, "same correlationIds re-sent"),
+    )
+}

@@ -1,0 +1,180 @@
+"""Many subscribers read by one consumer, for the fault scenarios (a resync storm needs
+dozens or hundreds of them; one aiokafka consumer and producer pair each would measure the
+client library, not the projector).
+
+Shell module. Each subscriber is what ``app.shell.subscriber_client.SubscriberClient`` is: a
+registration, its own topic, a ``SubscriberView`` folded by ``app.core.subscriber.receive``
+(the same fail-closed core), and a resync request on any frame that does not apply. Only the
+transport is shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from app.core.subscriber import Delivered, ResyncNeeded, SubscriberView, receive
+from app.core.subscriptions import Subscription, encode_subscription
+from app.core.surfaces import Projection
+from app.core.topic_plan import subscriber_topic
+from app.shell.fault_accounting import compare_surfaces
+from app.shell.fault_kit import RULES, topic_names
+from app.shell.kafka_io import MAX_FETCH_BYTES
+from app.shell.settings import Settings
+from app.shell.topics_admin import ensure_topics, load_definitions
+
+__all__ = ["SubscriberFleet", "wait_converged"]
+
+
+@dataclass
+class SubscriberFleet:
+    bootstrap: str
+    settings: Settings
+    ids: Sequence[str]
+    delta: Mapping[str, bool] = field(default_factory=dict)  # default: every other one
+    runs: Mapping[str, frozenset[str] | None] = field(default_factory=dict)  # default: all
+    full_every: int = 20
+    views: dict[str, SubscriberView] = field(default_factory=dict)
+    frames: Counter[str] = field(default_factory=Counter)  # by kind, all subscribers
+    resyncs_requested: int = 0
+
+    def __post_init__(self) -> None:
+        definitions = load_definitions()
+        self.specs = {
+            sid: subscriber_topic(
+                definitions,
+                sid,
+                prefix=self.settings.topic_prefix,
+                replication=self.settings.replication,
+            )
+            for sid in self.ids
+        }
+        self.by_topic = {spec.name: sid for sid, spec in self.specs.items()}
+        self.resync_topic = topic_names(self.settings)["resync"]
+        self.views = {sid: SubscriberView() for sid in self.ids}
+        self.delta = {sid: self.delta.get(sid, i % 2 == 0) for i, sid in enumerate(self.ids)}
+        self.runs = {sid: self.runs.get(sid) for sid in self.ids}
+        self.producer: AIOKafkaProducer | None = None
+
+    async def register(self) -> None:
+        """Create every subscriber topic, then publish every registration."""
+        await ensure_topics(self.bootstrap, list(self.specs.values()))
+        producer = await self._producer()
+        registry = topic_names(self.settings)["subscriptions"]
+        futures = [
+            await producer.send(
+                registry,
+                encode_subscription(
+                    Subscription(sid, self.runs[sid], self.delta[sid], self.full_every)
+                ),
+                key=sid.encode(),
+            )
+            for sid in self.ids
+        ]
+        await asyncio.gather(*futures)
+
+    async def _producer(self) -> AIOKafkaProducer:
+        if self.producer is None:
+            self.producer = AIOKafkaProducer(
+                bootstrap_servers=self.bootstrap, acks="all", linger_ms=5
+            )
+            await self.producer.start()
+        return self.producer
+
+    async def close(self) -> None:
+        if self.producer is not None:
+            with contextlib.suppress(Exception):
+                await self.producer.stop()
+            self.producer = None
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Read every subscriber topic from its beginning until ``stopping`` is set."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=MAX_FETCH_BYTES,
+        )
+        await consumer.start()
+        try:
+            tps = [
+                TopicPartition(spec.name, p)
+                for spec in self.specs.values()
+                for p in range(spec.partitions)
+            ]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            while not stopping.is_set():
+                batch = await consumer.getmany(timeout_ms=200, max_records=5000)
+                for tp, records in batch.items():
+                    sid = self.by_topic[tp.topic]
+                    for record in records:
+                        if record.value is not None:
+                            await self._receive(sid, record.value)
+        finally:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+
+    async def _receive(self, sid: str, frame: bytes) -> None:
+        self.views[sid], outcome = receive(self.views[sid], frame, RULES)
+        if isinstance(outcome, Delivered):
+            self.frames[outcome.kind] += 1
+        elif isinstance(outcome, ResyncNeeded):
+            await self._request(outcome, sid)
+
+    async def _request(self, need: ResyncNeeded, sid: str) -> None:
+        request = need.request(sid)
+        if request is None:
+            return
+        self.resyncs_requested += 1
+        producer = await self._producer()
+        await producer.send(self.resync_topic, orjson.dumps(request), key=sid.encode())
+
+    def held(self) -> int:
+        return sum(len(view.surfaces) for view in self.views.values())
+
+    async def storm(self) -> int:
+        """Every subscriber asks for a full frame of every surface it holds, all at once."""
+        producer = await self._producer()
+        futures = []
+        for sid, view in self.views.items():
+            for (run_id, surface_id), held in view.surfaces.items():
+                need = ResyncNeeded(run_id, surface_id, "resync storm", held.sequence)
+                request = need.request(sid)
+                if request is not None:
+                    futures.append(
+                        await producer.send(
+                            self.resync_topic, orjson.dumps(request), key=sid.encode()
+                        )
+                    )
+        await asyncio.gather(*futures)
+        self.resyncs_requested += len(futures)
+        return len(futures)
+
+
+async def wait_converged(
+    materialized: Projection,
+    views: Callable[[], Mapping[str, SubscriberView]],
+    *,
+    timeout: float,
+    runs: Mapping[str, frozenset[str] | None] | None = None,
+) -> dict[str, list[str]]:
+    """Wait (bounded) until every subscriber's surfaces (``views()``, read afresh each time)
+    equal the materialized ones of the runs it follows (``runs``; default all); return the
+    remaining differences by subscriber (all empty when converged)."""
+    follows = runs or {}
+    deadline = time.monotonic() + timeout
+    while True:
+        differences = {
+            sid: compare_surfaces(materialized, view, follows.get(sid))
+            for sid, view in views().items()
+        }
+        if not any(differences.values()) or time.monotonic() > deadline:
+            return differences
+        await asyncio.sleep(0.5)

@@ -1,0 +1,94 @@
+"""The fault suite at CI size (docs/reliability.md): every scenario of
+``app.shell.fault_scenarios`` against a real broker, each ending with its accounting checked
+against the core oracle and printed: published = admitted + refused + deduplicated, lost 0,
+duplicated 0, mis-ordered 0, no worker crash, and every subscriber's reconstructed surfaces
+equal to the log's materialization. ``a2ui-stream soak`` runs the same scenarios bigger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.shell.broker import Broker, start_broker
+from app.shell.errors import BrokerUnavailableError
+from app.shell.fault_scenarios import SCENARIOS, Report
+from tests.conftest import need_feature
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+
+async def _run(name: str, broker: Broker, size: int, tmp_path: Path) -> Report:
+    report = await SCENARIOS[name].run(broker, size, tmp_path, 1)
+    print(report)
+    assert report.skipped is None, report.skipped
+    assert report.ok, str(report)
+    assert report.accounting.published >= size * 0.9
+    assert report.accounting.admitted and report.accounting.refused
+    return report
+
+
+@pytest.fixture(scope="module")
+def restartable_broker(broker: Broker) -> Iterator[Broker]:
+    """The session broker when the harness can restart it; otherwise (CI's broker comes as
+    KAFKA_BOOTSTRAP, which we did not start) a private local Apache Kafka for this module.
+    Without either it is the ``needs_durability`` skip (a failure under
+    A2UI_STREAM_REQUIRE_KAFKA=1); the marker itself would judge the session broker only."""
+    if broker.features.durability:
+        yield broker
+        return
+    try:
+        private = start_broker("kafka")
+    except BrokerUnavailableError:
+        need_feature(broker, "durability")
+        raise
+    try:
+        yield private
+    finally:
+        private.stop()
+
+
+async def test_worker_sigkilled_repeatedly_mid_stream(broker: Broker, tmp_path: Path) -> None:
+    report = await _run("sigkill-loop", broker, 3000, tmp_path)
+    assert report.faults["worker SIGKILL"] >= 3
+    assert report.subscribers == 2
+
+
+async def test_broker_stops_and_restarts_mid_stream(
+    restartable_broker: Broker, tmp_path: Path
+) -> None:
+    report = await _run("broker-restart", restartable_broker, 2000, tmp_path)
+    assert report.faults["broker stop + restart"] == 1
+    assert report.faults["broker SIGKILL + restart"] == 1
+    assert report.subscribers == 2
+
+
+async def test_a_member_killed_during_a_rebalance(broker: Broker, tmp_path: Path) -> None:
+    report = await _run("rebalance-kill", broker, 3000, tmp_path)
+    assert report.faults["member SIGKILLed during the rebalance"] == 1
+    assert report.faults["rebalance (a member joined)"] == 1
+
+
+async def test_subscribers_stop_reading_and_catch_up(broker: Broker, tmp_path: Path) -> None:
+    report = await _run("subscriber-pause", broker, 2000, tmp_path)
+    assert report.subscribers == 3 and report.surfaces > 0
+    # The paused subscriber had fallen behind: it received most of its frames after the pause.
+    before = report.figures["frames delivered before the pause"]
+    assert report.figures["frames delivered to the paused subscriber"] > 2 * before
+
+
+async def test_a_resync_storm(broker: Broker, tmp_path: Path) -> None:
+    report = await _run("resync-storm", broker, 2000, tmp_path)
+    assert report.subscribers >= 10
+    assert report.faults["resync requests at once"] >= report.subscribers
+    assert report.figures["resyncs answered"] == report.figures["resync requests"]
+
+
+async def test_producers_retrying_with_the_same_correlation_ids(
+    broker: Broker, tmp_path: Path
+) -> None:
+    report = await _run("producer-retries", broker, 2000, tmp_path)
+    assert report.faults["producer re-sends"] > 200
+    assert report.accounting.deduplicated > 200
