@@ -10,15 +10,19 @@ Frames (schemas/projection-frame.schema.json; docs/projection.md):
   catalogId (v2), trust, renderable, actionsEnabled, partial, deleted, surface}`` where
   ``surface`` is the materialized content (v1: the payload ``{catalogVersion, surface,
   reasoning?}``; v2: schemas/materialized-surface);
-- delta: ``{kind:"delta", runId, surfaceId, version, surfaceRef, catalogVersion (v1 only),
-  baseSequence, sequence, trust, partial, actionsEnabled, patch}``.
+- delta: ``{kind:"delta", runId, surfaceId, surfaceRef, catalogVersion (v1 only),
+  baseSequence, sequence, patch}``.
   ``{surfaceRef, catalogVersion, patch}`` is RFC 0114's frame (v1); ``patch`` is RFC 6902 over
   the content the subscriber holds (the surface at ``baseSequence``), rooted like the full
   frame's ``surface``, so a v1 leaf is ``/surface/components/1/text`` exactly as
   openwop-a2ui.md §16c expects. ``surfaceRef`` is the eventId of the NEW surface (what the
   conformance live leg filters on, §10 conflict 2); the base is named by ``baseSequence``
-  (unique within the run's gap-free log). A delta never changes the catalog nor deletes, so it
-  does not repeat ``catalogId``, ``deleted`` or ``renderable`` (the subscriber derives it).
+  (unique within the run's gap-free log).
+  A delta carries NO status: it never changes the version, the catalog, the trust, the partial
+  flag or the deletion (each is a full frame, below), so the subscriber keeps its base's values
+  and derives ``renderable``; ``actionsEnabled`` follows from trust, partial and deletion, so it
+  cannot change in a delta either. A delta can therefore never carry, nor drop, ``untrusted``
+  (RFC 0114; the SSE transport, app.core.sse_frames, has the same ``trust`` rule).
 
 Rules (issue 5 §3), decided per subscriber in this order (the first that applies names the
 reason; a delta subscriber that gets a full frame is a counted fallback):
@@ -26,7 +30,12 @@ reason; a delta subscriber that gets a full frame is a counted fallback):
   first         it holds nothing for this surface yet
   full-only     it kept failing (``MAX_RESYNCS`` resync requests): no resync loop
   resync        it asked for a resync: exactly one full frame answers it
-  deleted       the surface was deleted: the frame says so (``deleted: true``)
+  deleted       the surface was deleted (the frame says so, ``deleted: true``), or it is
+                re-created after the deletion the subscriber holds
+  trust         its trust differs from what the subscriber holds (taint is sticky, so this
+                is the one frame that turns it ``untrusted``)
+  partial       its partial flag differs (E1): the frame that finalizes a surface, and so
+                may enable its actions, is always a full, self-contained frame
   catalog       its catalog (or payload major) differs: a catalog change starts from a full
   secrets       the run's SR-1 secrets changed since its last frame (its base was redacted
                 differently)
@@ -36,8 +45,7 @@ reason; a delta subscriber that gets a full frame is a counted fallback):
   unverified    the delta did not reproduce the new surface exactly (never sent)
 The delta and both encodings are computed ONCE per change (lazily) and shared by every
 subscriber; per subscriber only the choice above runs. SR-1 (``app.core.redaction``) runs over
-the full content and the patch values before fan-out (§14, RFC 0114). Trust is a frame field on
-every frame, outside the patched document, so no patch can drop ``untrusted``.
+the full content and the patch values before fan-out (§14, RFC 0114).
 
 May import: the standard library, orjson and app.core.* (pure).
 """
@@ -82,6 +90,8 @@ FALLBACK_REASONS = (
     "full-only",
     "resync",
     "deleted",
+    "trust",
+    "partial",
     "catalog",
     "secrets",
     "full-every",
@@ -100,13 +110,16 @@ class Subscription(NamedTuple):
 
 
 class SubscriberCursor(NamedTuple):
-    """What one subscriber holds for one surface, as far as the projector knows."""
+    """What one subscriber holds for one surface, as far as the projector knows: its identity
+    and the status its last full frame gave it (a delta never changes the status)."""
 
     surface_ref: str
     sequence: int
     catalog: str
     version: int
     trust: Trust
+    partial: bool
+    deleted: bool
     deltas_since_full: int = 0
     out_of_sync: bool = False  # a resync request arrived: the next frame is full
     resyncs: int = 0  # resync requests so far; at MAX_RESYNCS the subscriber gets full only
@@ -175,24 +188,21 @@ def full_frame(surface: Surface, content: Any | None = None) -> dict[str, Any]:
 
 
 def _delta_frame(old: Surface, new: Surface, patch: list[dict[str, Any]]) -> dict[str, Any]:
-    # Only what a delta can change, to keep it small (issue 5: <= 5% of the full stream): the
-    # base is named by its sequence (unique in the run's gap-free log); the catalog cannot
-    # change (a change is a full frame), so only v1 repeats it, because RFC 0114 requires it;
-    # a deleted surface is always a full frame, and the subscriber derives ``renderable``.
+    # Routing (runId, surfaceId), RFC 0114's frame (surfaceRef, v1 catalogVersion, patch) and
+    # the chain (baseSequence, sequence: a gap is detected), nothing else. Everything a delta
+    # cannot change is the base's: the version (``surfaceId`` "~v1" is the v1 surface), the
+    # catalog (v1 repeats it only because RFC 0114 requires it), and the status (trust,
+    # partial, deleted and so actionsEnabled): ``_reason`` sends a full frame when any differs.
     frame: dict[str, Any] = {
         "kind": "delta",
         "runId": new.key.run_id,
         "surfaceId": new.key.surface_id,
-        "version": new.version,
         "surfaceRef": new.surface_ref,
     }
     if new.version == 1:
         frame["catalogVersion"] = new.catalog
     frame["baseSequence"] = old.sequence
     frame["sequence"] = new.sequence
-    frame["trust"] = new.trust
-    frame["partial"] = new.partial
-    frame["actionsEnabled"] = new.actions_enabled
     frame["patch"] = patch
     return frame
 
@@ -216,6 +226,9 @@ class Prepared:
         "tag",
         "catalog",
         "version",
+        "trust",
+        "partial",
+        "deleted",
         "base_ref",
         "base_sequence",
         "shared_reason",
@@ -233,10 +246,11 @@ class Prepared:
         self.tag = redaction_tag(secrets)
         new, old = change.new, change.old
         self.catalog, self.version = new.catalog, new.version
+        self.trust, self.partial, self.deleted = new.trust, new.partial, new.deleted
         self.base_ref = None if old is None else old.surface_ref
         self.base_sequence = None if old is None else old.sequence
         # a full-frame reason that holds for every delta subscriber alike
-        self.shared_reason = "deleted" if new.status == "deleted" else None
+        self.shared_reason = "deleted" if new.deleted else None
         self._delta_reason: str | None = None
         self._content: Any = _UNSET
         self._delta: Any = _UNSET
@@ -250,8 +264,9 @@ class Prepared:
         found = self._cursors.get(key)
         if found is None:
             new = self.change.new
-            fields = (new.surface_ref, new.sequence, new.catalog, new.version, new.trust)
-            found = _make(SubscriberCursor, (*fields, deltas, False, resyncs, self.tag))
+            fields = (new.surface_ref, new.sequence, new.catalog, new.version)
+            status = (new.trust, new.partial, new.deleted)
+            found = _make(SubscriberCursor, (*fields, *status, deltas, False, resyncs, self.tag))
             self._cursors[key] = found
         return found
 
@@ -326,6 +341,14 @@ def _reason(prepared: Prepared, sub: Subscription, cursor: SubscriberCursor | No
     shared = prepared.shared_reason  # the checks that do not depend on the subscriber
     if shared is not None:
         return shared
+    # A delta carries no status, so any change of it is a full frame: a delta can then never
+    # carry or drop ``untrusted``, nor enable actions (RFC 0114; E1; RFC 0209 §C.12).
+    if cursor.deleted:
+        return "deleted"  # a re-create after the deletion the subscriber holds
+    if cursor.trust != prepared.trust:
+        return "trust"
+    if cursor.partial != prepared.partial:
+        return "partial"
     if cursor.catalog != prepared.catalog or cursor.version != prepared.version:
         return "catalog"
     if cursor.redaction != prepared.tag:
@@ -403,6 +426,8 @@ def answer_resync(
         surface.catalog,
         surface.version,
         surface.trust,
+        surface.partial,
+        surface.deleted,
         0,
         False,
         resyncs,
@@ -425,6 +450,7 @@ def catch_up(
         frame = encode_frame(full_frame(surface, redact(surface.content, secrets)))
         send: Send = _make(Send, (sub.subscriber_id, "full", "first", frame))
         fields = (surface.surface_ref, surface.sequence, surface.catalog, surface.version)
-        cursor = SubscriberCursor(*fields, surface.trust, 0, False, 0, tag)
+        status = (surface.trust, surface.partial, surface.deleted)
+        cursor = SubscriberCursor(*fields, *status, 0, False, 0, tag)
         out.append((send, cursor))
     return tuple(out)

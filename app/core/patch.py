@@ -21,6 +21,8 @@ May import: the standard library and orjson.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +40,7 @@ __all__ = [
 ]
 
 _OPS = frozenset({"add", "remove", "replace", "move", "copy"})
+_CONTAINERS = (dict, list)
 _MISSING: Any = object()
 
 
@@ -216,6 +219,16 @@ def verified_diff(old: Any, new: Any) -> list[dict[str, Any]] | None:
 # objects), which cannot tell ``True`` from ``1`` or ``1`` from ``1.0``; the strict verification
 # that follows catches such a miss, and then the strict pass (``==`` confirmed with orjson bytes)
 # runs. Real surfaces almost never need it.
+#
+# Arrays, and the objects of the top ``_DIFF_WALK`` levels (the root, v1's ``surface``, v2's
+# ``components`` and ``dataModel``), are diffed WITHOUT being compared in C first: ``==`` stops
+# at the first difference, so on the path to a change every level would scan the same equal
+# prefix again (a v1 leaf change compared the components before it four times). Walking those
+# few wide objects costs one identity check per member, and an array's diff starts with the
+# same C comparison that a pre-check would have made: for arrays of equal length (an edit in
+# place, the common case), one pass over the pairs that yields the indices that differ; after
+# an insertion or a removal, the equal head and tail.
+_DIFF_WALK = 2
 
 
 def _loose(a: Any, b: Any) -> bool:
@@ -224,8 +237,8 @@ def _loose(a: Any, b: Any) -> bool:
 
 def _compute(old: Any, new: Any, strict: bool) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if not (_same if strict else _loose)(old, new):
-        _diff(old, new, "", out, strict)
+    if old is not new:
+        _diff(old, new, "", out, strict, 0)
     return out
 
 
@@ -237,25 +250,34 @@ def _reproduces(old: Any, new: Any, patch: list[dict[str, Any]]) -> bool:
     return _verify(applied, new)
 
 
-def _diff(a: Any, b: Any, path: str, out: list[dict[str, Any]], strict: bool) -> None:
-    # callers have ruled out equality already (in C, before building the path)
+def _diff(
+    a: Any, b: Any, path: str, out: list[dict[str, Any]], strict: bool, depth: int = _DIFF_WALK
+) -> None:
+    # below the walked levels, callers have ruled out equality already (in C, before building
+    # the path); a walked container may be equal, and then adds nothing
     ta, tb = type(a), type(b)
     if ta is dict and tb is dict:
-        _diff_object(a, b, path, out, strict)
+        _diff_object(a, b, path, out, strict, depth)
     elif ta is list and tb is list:
         _diff_array(a, b, path, out, strict)
-    elif ta is tb and ta is not dict and ta is not list and a == b:
+    elif ta is tb and a == b:  # equal scalars (a walked level can reach here at the root)
         return
     else:  # a scalar change, or a type change (object -> array, ...): RFC 6902 §4.3
         out.append({"op": "replace", "path": path, "value": b})
 
 
 def _diff_object(
-    a: dict[str, Any], b: dict[str, Any], path: str, out: list[dict[str, Any]], strict: bool
+    a: dict[str, Any],
+    b: dict[str, Any],
+    path: str,
+    out: list[dict[str, Any]],
+    strict: bool,
+    depth: int = _DIFF_WALK,
 ) -> None:
     for key in a:
         if key not in b:
             out.append({"op": "remove", "path": path + "/" + escape(key)})
+    walk = depth + 1 < _DIFF_WALK
     for key, value in b.items():
         old = a.get(key, _MISSING)
         if old is value:
@@ -264,6 +286,9 @@ def _diff_object(
             out.append({"op": "add", "path": path + "/" + escape(key), "value": value})
             continue
         kind = type(old)
+        if kind is type(value) and (kind is list or (walk and kind is dict)):
+            _diff(old, value, path + "/" + escape(key), out, strict, depth + 1)
+            continue
         # equal in C before any path is built (and, strictly, with the same JSON types)
         if (
             kind is type(value)
@@ -274,22 +299,22 @@ def _diff_object(
         _diff(old, value, path + "/" + escape(key), out, strict)
 
 
+_ne, _not, _count_of = operator.ne, operator.not_, operator.countOf
+_takewhile, _islice, _compress = itertools.takewhile, itertools.islice, itertools.compress
+
+
 def _run(a: list[Any], b: list[Any], limit: int, strict: bool, tail: bool = False) -> int:
     """How many leading (``tail``: trailing) elements of ``a`` and ``b``, at most ``limit``, are
-    equal: identity or ``==`` (in C, stopping at the first difference). Strictly, the run found
-    is then confirmed with orjson bytes (``True == 1`` in Python, not in JSON)."""
-    count = 0
+    equal: ``==`` (in C, stopping at the first difference). Strictly, the run found is then
+    confirmed with orjson bytes (``True == 1`` in Python, not in JSON)."""
     la, lb = len(a), len(b)
     if tail and limit and a[la - limit :] == b[lb - limit :]:
         count = limit  # everything after the head is equal (one slice comparison in C)
-    elif tail and limit > 1 and a[la - limit + 1 :] == b[lb - limit + 1 :]:
-        count = limit - 1  # the common case: one element changed right after the head
     else:
-        pairs = zip(reversed(a), reversed(b), strict=False) if tail else zip(a, b, strict=False)
-        for x, y in pairs:
-            if count >= limit or (x is not y and x != y):
-                break
-            count += 1
+        # the pairs compared in C (``map``, ``takewhile`` and ``countOf`` iterate without a
+        # Python frame per element), stopping at the first unequal pair
+        unequal = map(_ne, reversed(a), reversed(b)) if tail else map(_ne, a, b)
+        count = _count_of(_takewhile(_not, _islice(unequal, limit)), False)
     if strict and count:
         x, y = (a[la - count :], b[lb - count :]) if tail else (a[:count], b[:count])
         if not _same(x, y):  # a True == 1 inside: count one by one
@@ -305,13 +330,24 @@ def _diff_array(
     a: list[Any], b: list[Any], path: str, out: list[dict[str, Any]], strict: bool
 ) -> None:
     la, lb = len(a), len(b)
+    if la == lb and not strict:
+        # Same length: every index is its own position (nothing to align), so one forward
+        # pass in C compares each pair once and yields the indices that differ.
+        ops: list[dict[str, Any]] = []
+        for i in _compress(range(la), map(_ne, a, b)):
+            _diff(a[i], b[i], f"{path}/{i}", ops, strict)
+        if len(ops) > 1 and len(ops) >= lb:
+            out.append({"op": "replace", "path": path, "value": b})  # as below
+        else:
+            out.extend(ops)
+        return
     shortest = min(la, lb)
     prefix = _run(a, b, shortest, strict)
     # the equal tail (after an insertion or a removal too): only the middle is diffed
     suffix = _run(a, b, shortest - prefix, strict, tail=True) if prefix < shortest else 0
     ma, mb = la - prefix - suffix, lb - prefix - suffix
     equal = _same if strict else _loose
-    ops: list[dict[str, Any]] = []
+    ops = []
     for i in range(prefix, prefix + min(ma, mb)):
         if not equal(a[i], b[i]):
             _diff(a[i], b[i], f"{path}/{i}", ops, strict)
@@ -344,9 +380,7 @@ class _Applier:
         self._owned: set[int] = set()
         self._keep: list[Any] = []
 
-    def _own(self, container: Any) -> Any:
-        if id(container) in self._owned:
-            return container
+    def _copy(self, container: Any) -> Any:
         copy = container.copy()
         self._owned.add(id(copy))
         self._keep.append(copy)
@@ -354,9 +388,11 @@ class _Applier:
 
     def _parent(self, tokens: list[str], path: str) -> Any:
         """The (writable) container holding the last token's target."""
-        if not isinstance(self.root, dict | list):
+        node, owned = self.root, self._owned
+        if not isinstance(node, _CONTAINERS):
             raise PatchError(f"path {path!r}: the document is not a container")
-        node = self.root = self._own(self.root)
+        if id(node) not in owned:
+            node = self.root = self._copy(node)
         for token in tokens[:-1]:
             if isinstance(node, dict):
                 child = node.get(token, _MISSING)
@@ -368,10 +404,10 @@ class _Applier:
                 child = node[key]
             else:
                 raise PatchError(f"path {path!r}: {token!r} is inside a scalar")
-            if not isinstance(child, dict | list):
+            if not isinstance(child, _CONTAINERS):
                 raise PatchError(f"path {path!r}: {token!r} is a scalar, not a container")
-            child = self._own(child)
-            node[key] = child
+            if id(child) not in owned:  # copy on the first write below it
+                child = node[key] = self._copy(child)
             node = child
         return node
 

@@ -20,7 +20,12 @@ Fail-closed rules (RFC 0114 "on ANY failure ... store-without-render"; openwop-a
   actions), later deltas for it are refused until a full frame arrives, and ``ResyncNeeded``
   says why. An unvalidated surface is never returned;
 - trust is monotone per surface (RFC 0143, RFC 0209 §C.12): once a frame said ``untrusted``,
-  the held surface stays untrusted whatever a later frame says.
+  the held surface stays untrusted whatever a later frame says;
+- the status (version, catalog, trust, partial, deleted, actionsEnabled) comes from full frames
+  only. A delta carries none of it (app.core.frames sends a full frame whenever it changes):
+  the patched surface keeps its base's status, and a delta that names any status member, or
+  applies to a deleted surface, is refused, so a delta can neither set nor drop
+  ``untrusted``.
 
 May import: the standard library, orjson and app.core.* (pure).
 """
@@ -35,6 +40,7 @@ import orjson
 from app.core.patch import PatchError, apply_patch
 from app.core.pmap import PMap
 from app.core.refusal import Violation
+from app.core.surfaces import V1_SURFACE_ID
 
 __all__ = [
     "Rules",
@@ -198,15 +204,19 @@ def validate_surface(
 
 # --- frames --------------------------------------------------------------------------------------
 
-_COMMON = (
-    ("runId", str),
-    ("surfaceId", str),
+_COMMON = (("runId", str), ("surfaceId", str), ("surfaceRef", str), ("sequence", int))
+_FULL = (
     ("version", int),
-    ("surfaceRef", str),
-    ("sequence", int),
     ("trust", str),
     ("partial", bool),
     ("actionsEnabled", bool),
+    ("deleted", bool),
+)
+# A delta's members, closed (schemas/projection-frame): a delta naming any status member
+# (trust, partial, actionsEnabled, deleted, renderable, version, catalogId) is refused.
+_DELTA_MEMBERS = frozenset(
+    {"kind", "runId", "surfaceId", "surfaceRef", "catalogVersion", "baseSequence", "sequence"}
+    | {"patch"}
 )
 
 
@@ -223,21 +233,24 @@ def _frame_problem(frame: Mapping[str, Any]) -> str | None:
     kind = frame.get("kind")
     if kind not in ("full", "delta"):
         return f"unknown frame kind {str(kind)[:40]!r}"
-    for name, typ in _COMMON:
+    for name, typ in _COMMON + _FULL if kind == "full" else _COMMON:
         value = frame.get(name)
         if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
             return f"frame field {name!r} is missing or not {typ.__name__}"
-    if frame["trust"] not in ("trusted", "untrusted"):
-        return "frame trust is neither trusted nor untrusted"
-    field = "catalogVersion" if frame["version"] == 1 else "catalogId"
     if kind == "full":
+        if frame["trust"] not in ("trusted", "untrusted"):
+            return "frame trust is neither trusted nor untrusted"
+        if (frame["version"] == 1) != (frame["surfaceId"] == V1_SURFACE_ID):
+            return f"version 1 is exactly the surface {V1_SURFACE_ID!r}"
+        field = "catalogVersion" if frame["version"] == 1 else "catalogId"
         if not isinstance(frame.get(field), str):
             return f"frame field {field!r} is missing"
-        if not isinstance(frame.get("deleted"), bool):
-            return "frame field 'deleted' is missing or not bool"
         return None if "surface" in frame else "a full frame carries the surface"
-    if frame["version"] == 1 and not isinstance(frame.get("catalogVersion"), str):
-        return "a v1 delta frame carries catalogVersion (RFC 0114)"
+    extra = set(frame) - _DELTA_MEMBERS
+    if extra:  # a status change is a full frame (app.core.frames): never taken from a delta
+        return f"a delta frame carries no {sorted(extra)[0][:40]!r} (status comes in full frames)"
+    if "catalogVersion" in frame and not isinstance(frame["catalogVersion"], str):
+        return "frame field 'catalogVersion' is not str"
     base = frame.get("baseSequence")
     if not isinstance(base, int) or isinstance(base, bool):
         return "a delta frame names its base (baseSequence)"
@@ -274,28 +287,35 @@ def receive(
     run_id, surface_id = str(run_id), str(surface_id)  # checked by _frame_problem
     held = view.get(run_id, surface_id)
     sequence = decoded["sequence"]
-    version = decoded["version"]
-    # a v2 delta does not repeat the catalog: it cannot change without a full frame
-    catalog = str(decoded.get("catalogVersion" if version == 1 else "catalogId", ""))
-    if not catalog and held is not None:
-        catalog = held.catalog
 
     def fail(reason: str) -> tuple[SubscriberView, Outcome]:
         return _stale(view, held), ResyncNeeded(run_id, surface_id, reason, sequence)
 
     if decoded["kind"] == "full":
-        content = decoded["surface"]
+        version, content = decoded["version"], decoded["surface"]
+        catalog = decoded["catalogVersion" if version == 1 else "catalogId"]
+        trust = "untrusted" if decoded["trust"] == "untrusted" else "trusted"
+        if held is not None and held.trust == "untrusted":
+            trust = "untrusted"  # monotone: no frame launders a tainted surface
+        partial, deleted = decoded["partial"], decoded["deleted"]
+        actions = decoded["actionsEnabled"] and trust == "trusted" and not partial and not deleted
     else:
         if held is None:
             return fail("delta without a base: no surface held")
         if held.stale:
             return fail("delta on a stale surface: awaiting a full frame")
+        if held.deleted:
+            return fail("delta on a deleted surface: a re-create comes as a full frame")
         if decoded["baseSequence"] != held.sequence:
             return fail(
                 f"sequence gap: holds sequence {held.sequence}, the delta is based on "
                 f"{decoded['baseSequence']}"
             )
-        if catalog != held.catalog or version != held.version:
+        # the base's version, catalog and status, exactly (a change of any is a full frame)
+        version, catalog, trust = held.version, held.catalog, held.trust
+        partial, deleted, actions = held.partial, held.deleted, held.actions_enabled
+        # RFC 0114: a v1 frame's catalogVersion MUST equal its base's; a v2 delta carries none
+        if decoded.get("catalogVersion") != (catalog if version == 1 else None):
             return fail("a delta cannot change the catalog (RFC 0114)")
         try:
             content = apply_patch(held.content, decoded["patch"])
@@ -307,12 +327,6 @@ def receive(
         invalid = f"surface invalid: {type(exc).__name__}"
     if invalid is not None:
         return fail(invalid)
-    trust = "untrusted" if decoded["trust"] == "untrusted" else "trusted"
-    if held is not None and held.trust == "untrusted":
-        trust = "untrusted"  # monotone: no frame launders a tainted surface
-    deleted = decoded.get("deleted", False)  # a delta never deletes (frames.py)
-    partial = decoded["partial"]
-    actions = decoded["actionsEnabled"] and trust == "trusted" and not partial and not deleted
     new = HeldSurface(
         run_id,
         surface_id,

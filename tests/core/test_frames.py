@@ -169,17 +169,52 @@ def test_frames_unverified_delta_falls_back(monkeypatch: pytest.MonkeyPatch) -> 
     assert result.fallbacks == {"unverified": 1}
 
 
-def test_frames_taint_rides_every_frame() -> None:
+STATUS_MEMBERS = ("version", "trust", "partial", "actionsEnabled", "deleted", "renderable")
+
+
+def test_frames_a_trust_change_is_a_full_frame_and_a_delta_never_carries_trust() -> None:
     d = Driver(FULL, DELTA)
     d.emit(FULL_SURFACE_V0)
+    _, _, frame = d.frame(d.emit(v1_with("a")), DELTA)
+    assert frame["kind"] == "delta" and not set(STATUS_MEMBERS) & set(frame)
     result = d.emit(v1_with("x"), trust="untrusted")
     for sub in (FULL, DELTA):
-        _, _, frame = d.frame(result, sub)
-        assert frame["trust"] == "untrusted" and not frame["actionsEnabled"]
-    assert d.frame(result, DELTA)[0] == "delta"
-    # a trusted update never launders it, and a trust-only change is still a frame
-    _, _, frame = d.frame(d.emit(v1_with("y")), DELTA)
-    assert frame["trust"] == "untrusted"
+        kind, _, frame = d.frame(result, sub)
+        assert kind == "full" and frame["trust"] == "untrusted" and not frame["actionsEnabled"]
+    assert d.frame(result, DELTA)[1] == "trust" and result.fallbacks == {"trust": 1}
+    assert d.cursors[DELTA.subscriber_id].trust == "untrusted"
+    # taint is sticky: a trusted update is untrusted too, so it is a delta again, and the
+    # delta says nothing about trust (the subscriber keeps its base's untrusted)
+    kind, reason, frame = d.frame(d.emit(v1_with("y")), DELTA)
+    assert (kind, reason) == ("delta", "delta") and not set(STATUS_MEMBERS) & set(frame)
+    assert d.frame(d.emit(v1_with("z")), FULL)[2]["trust"] == "untrusted"
+
+
+def test_frames_a_subscriber_cursor_with_other_status_gets_a_full_frame() -> None:
+    d = Driver(DELTA)
+    d.emit(FULL_SURFACE_V0)
+    cursor = d.cursors[DELTA.subscriber_id]
+    # whatever the subscriber holds, a status that differs from the new surface's is a full
+    d.cursors[DELTA.subscriber_id] = cursor._replace(trust="untrusted")
+    assert d.frame(d.emit(v1_with("a")), DELTA)[:2] == ("full", "trust")
+    d.cursors[DELTA.subscriber_id] = d.cursors[DELTA.subscriber_id]._replace(partial=True)
+    assert d.frame(d.emit(v1_with("b")), DELTA)[:2] == ("full", "partial")
+    assert d.frame(d.emit(v1_with("c")), DELTA)[:2] == ("delta", "delta")
+
+
+def test_frames_partial_changes_are_full_frames() -> None:
+    d = Driver(FULL, DELTA)
+    d.emit(FULL_SURFACE_V0)
+    chunk = {"isPartial": True, "index": 0, "total": -1}
+    kind, reason, frame = d.frame(d.emit(v1_with("a"), partial=chunk), DELTA)
+    assert (kind, reason) == ("full", "partial") and frame["partial"]
+    assert not frame["actionsEnabled"]
+    # further chunks are deltas (still partial: the subscriber keeps its base's flag) ...
+    assert d.frame(d.emit(v1_with("b"), partial=chunk), DELTA)[:2] == ("delta", "delta")
+    # ... and the frame that finalizes the surface, enabling its actions, is a full frame
+    kind, reason, frame = d.frame(d.emit(v1_with("c")), DELTA)
+    assert (kind, reason) == ("full", "partial")
+    assert not frame["partial"] and frame["actionsEnabled"]
 
 
 def test_frames_deleted_surface_says_so() -> None:
@@ -190,7 +225,16 @@ def test_frames_deleted_surface_says_so() -> None:
     for sub in (FULL, DELTA):
         kind, _, frame = d.frame(result, sub)
         assert kind == "full" and frame["deleted"] and not frame["renderable"]
+        assert not frame["actionsEnabled"]
     assert d.frame(result, DELTA)[1] == "deleted"
+    # a re-create after the deletion the subscriber holds is a full frame too (no delta can
+    # undelete, nor enable actions)
+    kind, reason, frame = d.frame(
+        d.emit(v2("s", create("s"), components("s", column("root")))), DELTA
+    )
+    assert (kind, reason) == ("full", "deleted")
+    assert not frame["deleted"] and frame["actionsEnabled"] and frame["renderable"]
+    assert d.frame(d.emit(v2("s", components("s", text("t")))), DELTA)[0] == "delta"
 
 
 def test_frames_v2_delta_paths_are_stable_under_upserts() -> None:
@@ -259,3 +303,22 @@ def test_frames_catch_up_sends_every_live_surface_in_full() -> None:
     state, (change,) = project(d.state, event(d.seq, v2("a", components("a", text("t")))))
     result = plan(change, [(late, a_cursor)])
     assert result.sends[0].kind == "delta"
+
+
+def test_frames_schema_keeps_status_out_of_deltas() -> None:
+    d = Driver(DELTA)
+    d.emit(FULL_SURFACE_V0)
+    _, _, delta = d.frame(d.emit(v1_with("a")), DELTA)
+    assert FRAME_SCHEMA.is_valid(delta)
+    for member, value in [("trust", "untrusted"), ("trust", "trusted"), ("partial", False)]:
+        assert not FRAME_SCHEMA.is_valid({**delta, member: value})
+    for member in ("actionsEnabled", "deleted", "renderable"):
+        assert not FRAME_SCHEMA.is_valid({**delta, member: True})
+    assert not FRAME_SCHEMA.is_valid({**delta, "version": 1})
+    # v1 is the surface "~v1": its deltas carry RFC 0114's catalogVersion, v2 deltas none
+    assert not FRAME_SCHEMA.is_valid({k: v for k, v in delta.items() if k != "catalogVersion"})
+    assert not FRAME_SCHEMA.is_valid({**delta, "surfaceId": "s"})
+    _, _, full = d.frame(d.emit(v1_with("b"), trust="untrusted"), DELTA)
+    assert full["kind"] == "full" and FRAME_SCHEMA.is_valid(full)
+    assert not FRAME_SCHEMA.is_valid({**full, "version": 2})
+    assert not FRAME_SCHEMA.is_valid({k: v for k, v in full.items() if k != "trust"})

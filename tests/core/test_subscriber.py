@@ -108,24 +108,20 @@ def _full(content: Any, ref: str = EVT_9, sequence: int = 0, **status: Any) -> d
     return frame
 
 
-def _delta(patch: Any, base: tuple[str, int], ref: str, sequence: int, **status: Any) -> dict:
+def _delta(patch: Any, base: tuple[str, int], ref: str, sequence: int, **extra: Any) -> dict:
     """A v1 delta frame (``base``: the held surfaceRef, for reading; the frame names its
-    base by sequence)."""
+    base by sequence). It carries no status: the subscriber keeps its base's."""
     frame = {
         "kind": "delta",
         "runId": RUN,
         "surfaceId": "~v1",
-        "version": 1,
         "surfaceRef": ref,
         "catalogVersion": "0.9.1",
         "baseSequence": base[1],
         "sequence": sequence,
-        "trust": "trusted",
-        "partial": False,
-        "actionsEnabled": True,
         "patch": patch,
     }
-    frame.update(status)
+    frame.update(extra)
     return frame
 
 
@@ -249,6 +245,90 @@ def test_subscriber_trust_is_monotone() -> None:
     view, outcome = receive(view, _delta(patch, (EVT_9, 0), "evt_10", 1), rules())
     assert isinstance(outcome, Delivered)
     assert outcome.surface.trust == "untrusted" and not outcome.surface.actions_enabled
+    # a later full frame saying trusted does not launder it either
+    view, outcome = receive(view, _full(FULL_SURFACE_V0, "evt_11", 2), rules())
+    assert isinstance(outcome, Delivered) and outcome.surface.trust == "untrusted"
+    assert not outcome.surface.actions_enabled
+
+
+def test_subscriber_an_untrusted_surface_stays_untrusted_through_deltas() -> None:
+    """Through the projector: taint arrives in a full frame, then trusted updates are deltas
+    that carry no trust, and the delta subscriber holds ``untrusted`` throughout."""
+    pair = Pair()
+    bodies = [copy.deepcopy(FULL_SURFACE_V0) for _ in range(6)]
+    for n, body in enumerate(bodies):
+        body["surface"]["components"][1]["text"] = f"v{n}"
+    pair.step(event(0, bodies[0]))
+    pair.step(event(1, bodies[1]))
+    pair.step(event(2, bodies[2], trust="untrusted"))
+    for n in range(3, 6):
+        pair.step(event(n, bodies[n]))
+        held = pair.delta_view.get(RUN, "~v1")
+        assert held is not None and held.trust == "untrusted" and not held.actions_enabled
+    assert pair.kinds[::2] == ["full", "full", "full", "full", "full", "full"]  # full sub
+    assert pair.kinds[1::2] == ["full", "delta", "full", "delta", "delta", "delta"]
+
+
+STATUS = [
+    ("trust", "trusted"),
+    ("trust", "untrusted"),
+    ("partial", False),
+    ("actionsEnabled", True),
+    ("deleted", False),
+    ("renderable", True),
+    ("version", 1),
+    ("catalogId", "x"),
+]
+
+
+@pytest.mark.parametrize(("member", "value"), STATUS, ids=[f"{m}={v}" for m, v in STATUS])
+def test_subscriber_refuses_a_delta_naming_a_status_member(member: str, value: Any) -> None:
+    """A delta never carries status (a change is a full frame): one that does is refused, so
+    neither ``untrusted`` nor ``trusted`` can ride a delta, and the held surface goes stale."""
+    view, _ = receive(SubscriberView(), _full(FULL_SURFACE_V0, trust="untrusted"), rules())
+    patch = [{"op": "replace", "path": "/surface/title", "value": "x"}]
+    view, outcome = receive(
+        view, _delta(patch, (EVT_9, 0), "evt_10", 1, **{member: value}), rules()
+    )
+    assert isinstance(outcome, ResyncNeeded) and member in outcome.reason
+    held = view.get(RUN, "~v1")
+    assert held is not None and held.stale and held.trust == "untrusted"
+
+
+_ADD_ROOT = {
+    "op": "add",
+    "path": "/components/root",
+    "value": {"id": "root", "component": "Divider"},
+}
+
+
+def test_subscriber_refuses_a_delta_on_a_deleted_surface_or_changing_the_catalog() -> None:
+    pair = Pair()
+    pair.step(event(0, v2("s", create("s"), components("s", column("root")))))
+    pair.step(event(1, v2("s", delete("s"))))
+    held = pair.delta_view.get(RUN, "s")
+    assert held is not None and held.deleted
+    _, outcome = receive(pair.delta_view, _v2_delta([_ADD_ROOT], held), rules())
+    assert isinstance(outcome, ResyncNeeded) and "deleted" in outcome.reason
+    view, _ = receive(SubscriberView(), _full(FULL_SURFACE_V0), rules())
+    patch = [{"op": "replace", "path": "/surface/title", "value": "x"}]
+    for catalog in ("0.9.0", None):
+        frame = _delta(patch, (EVT_9, 0), "evt_10", 1, catalogVersion=catalog)
+        if catalog is None:
+            del frame["catalogVersion"]
+        _, outcome = receive(view, frame, rules())
+        assert isinstance(outcome, ResyncNeeded) and "catalog" in outcome.reason
+    pair.step(event(2, v2("s", create("s"), components("s", column("root")))))
+    held = pair.delta_view.get(RUN, "s")
+    assert held is not None and not held.deleted
+    frame = {**_v2_delta([_ADD_ROOT], held), "catalogVersion": "0.9.1"}
+    _, outcome = receive(pair.delta_view, frame, rules())
+    assert isinstance(outcome, ResyncNeeded) and "catalog" in outcome.reason
+
+
+def test_subscriber_refuses_a_full_frame_whose_version_is_not_its_surface() -> None:
+    _, outcome = receive(SubscriberView(), _full(FULL_SURFACE_V0, surfaceId="s"), rules())
+    assert isinstance(outcome, ResyncNeeded) and "~v1" in outcome.reason
 
 
 def test_subscriber_v2_profile_is_enforced() -> None:
@@ -270,13 +350,9 @@ def _v2_delta(patch: Any, held: Any) -> dict[str, Any]:
         "kind": "delta",
         "runId": RUN,
         "surfaceId": "s",
-        "version": 2,
         "surfaceRef": "evt-next-0000001",
         "baseSequence": held.sequence,
         "sequence": held.sequence + 1,
-        "trust": "trusted",
-        "partial": False,
-        "actionsEnabled": True,
         "patch": patch,
     }
 

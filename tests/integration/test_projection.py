@@ -137,13 +137,9 @@ async def test_full_and_delta_subscribers_reconstruct_the_same_surfaces(
             "kind": "delta",
             "runId": run,
             "surfaceId": "s",
-            "version": 2,
             "surfaceRef": "evt-evil-000000000000",
             "baseSequence": last,
             "sequence": last + 1,
-            "trust": "trusted",
-            "partial": False,
-            "actionsEnabled": True,
             "patch": [
                 {
                     "op": "add",

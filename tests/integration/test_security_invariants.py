@@ -2,8 +2,8 @@
 
 - no out-of-profile component, code-execution path, URL fetch or secret input reaches any
   subscriber: Kafka subscribers (full and delta frames) and HTTP SSE (full and RFC 0114);
-- untrusted taint is sticky: once untrusted, every later frame and snapshot of the surface says
-  so, and a delta never drops it;
+- untrusted taint is sticky: once untrusted, every later full frame and snapshot of the surface
+  says so, the taint reaches a delta subscriber in a full frame, and a delta never drops it;
 - a registered secret never appears in the log, the dead letters, the frames, the resumes
   topic, the worker's own log output, /metrics or SSE.
 """
@@ -198,16 +198,30 @@ def test_nothing_unsafe_or_secret_reaches_any_subscriber_and_taint_sticks(stack)
 
     frames = []
     for client in clients:
-        frames += asyncio.run(read_topic(broker.bootstrap, client.topic))
-    assert frames
+        records = asyncio.run(read_topic(broker.bootstrap, client.topic))
+        assert records
+        frames += records
+        # Taint reaches every subscriber in a full frame: a delta carries no status at all
+        # (a trust change is always a full frame), so the first frame at or after the taint
+        # is a full frame saying untrusted, every later full says so too, and no delta could
+        # carry "trusted" (the client refuses a delta naming any status member).
+        seen_taint = False
+        for record in records:
+            frame = orjson.loads(record.value or b"{}")
+            if frame.get("surfaceId") != sid or frame.get("sequence", -1) < tainted_from:
+                continue
+            if frame["kind"] == "full":
+                assert frame["trust"] == "untrusted" and not frame["actionsEnabled"], frame
+                seen_taint = True
+            else:
+                assert seen_taint, frame  # no delta before the untrusted full frame
+                assert not {"trust", "partial", "actionsEnabled", "deleted"} & set(frame)
+        assert seen_taint
     for record in frames:
         value = record.value or b""
         for needle in FORBIDDEN_ON_THE_WIRE:
             assert needle not in value, (needle, value[:300])
         assert SECRET.encode() not in value
-        frame = orjson.loads(value)
-        if frame.get("surfaceId") == sid and frame.get("sequence", -1) >= tainted_from:
-            assert frame["trust"] == "untrusted", frame  # full and delta frames alike
 
     # -- HTTP SSE: v2 updates, values snapshots, and the v1 path with deltas -------------------
     base = http.base
