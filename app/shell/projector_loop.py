@@ -91,6 +91,7 @@ class ProjectorLoop:
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
         self.definitions = load_definitions()
+        self.tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         self.producer = AIOKafkaProducer(
@@ -107,6 +108,13 @@ class ProjectorLoop:
         self.consumer.subscribe([self.config.log_topic], listener=_Rebalance(self))
 
     async def stop(self) -> None:
+        # The loops first, then their clients: a resync answer or a batch in flight when the
+        # producer closes raised ProducerClosed and crashed the service on SIGTERM (found by
+        # `a2ui-stream soak`, docs/reliability.md). Frames are at-least-once: a batch cut short
+        # here is projected again from the committed offset.
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
         for client in (self.consumer, self.producer):
             if client is not None:
                 with contextlib.suppress(Exception):
@@ -141,7 +149,7 @@ class ProjectorLoop:
     # -- loops ---------------------------------------------------------------------------------
 
     async def run(self, stopping: asyncio.Event) -> None:
-        tasks = [
+        self.tasks = tasks = [
             asyncio.create_task(self._follow_registry(stopping)),
             asyncio.create_task(self._follow_resyncs(stopping)),
             asyncio.create_task(self._project(stopping)),
