@@ -193,7 +193,8 @@ class Stage:
         resent = await publish_paced(
             self.broker.bootstrap, self.topics["admission"], records, seconds=seconds
         )
-        self.figures["records re-sent after a send failure"] += resent
+        if resent:
+            self.figures["records re-sent after a send failure"] += resent
 
     def _lags(self) -> int | None:
         """Summed consumer lag of the live workers; None when one is not serving yet."""
