@@ -42,9 +42,11 @@ from app.shell.validator_loop import SOURCE_HEADER
 
 __all__ = [
     "Accounting",
+    "Oracle",
     "Outputs",
     "Want",
     "compare_surfaces",
+    "converged",
     "oracle",
     "read_outputs",
     "tally",

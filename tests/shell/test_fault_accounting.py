@@ -1,0 +1,108 @@
+"""The fault suite's accounting (app/shell/fault_accounting.py) catches what it claims to: a
+pipeline that loses, doubles, reorders or mis-decides one record is counted, not passed.
+
+No broker: the admission records are built in memory, and the pipeline's "outputs" are the
+oracle's own outcomes, then damaged one way at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pytest
+
+from app.core.keys import partition_for_run
+from app.core.policy import HostPolicy
+from app.shell.fault_accounting import Accounting, Oracle, Outputs, oracle, tally
+from app.shell.fault_kit import RULES, corpus
+
+PARTITIONS = 3
+
+
+class Record(NamedTuple):  # the fields of an aiokafka ConsumerRecord that the oracle reads
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _admission() -> list[Record]:
+    offsets = [0] * PARTITIONS
+    out = []
+    for rec in corpus(runs=6, per_run=40, seed=5):
+        p = partition_for_run(rec.run, PARTITIONS)
+        out.append(Record("adm", p, offsets[p], rec.key, rec.value))
+        offsets[p] += 1
+    return out
+
+
+def _perfect(want: Oracle) -> Outputs:
+    events: list[tuple[dict[str, Any], Any]] = []
+    for run, entries in want.runs.items():
+        events += [({"runId": run, "sequence": seq}, src) for seq, src in entries]
+    dead = [({"code": w.code}, src) for src, w in want.wants.items() if w.kind == "refused"]
+    return Outputs(events, dead)
+
+
+@pytest.fixture(scope="module")
+def setup() -> tuple[list[Record], Oracle]:
+    records = _admission()
+    return records, oracle(records, HostPolicy(), RULES, partitions=PARTITIONS, max_bytes=1_048_576)
+
+
+def _counts(acc: Accounting) -> tuple[int, int, int, int, bool]:
+    return acc.lost, acc.duplicated, acc.misordered, acc.wrong, acc.balanced
+
+
+def test_the_oracle_sees_every_kind_of_outcome(setup: tuple[list[Record], Oracle]) -> None:
+    _records, want = setup
+    kinds = {w.kind for w in want.wants.values()}
+    assert kinds == {"admitted", "refused", "deduplicated"}
+
+
+def test_a_faithful_pipeline_balances(setup: tuple[list[Record], Oracle]) -> None:
+    records, want = setup
+    acc = tally(len(records), want, _perfect(want))
+    assert _counts(acc) == (0, 0, 0, 0, True) and acc.ok
+    assert acc.published == acc.admitted + acc.refused + acc.deduplicated == len(records)
+
+
+def test_a_lost_event_and_a_lost_dead_letter_are_counted(
+    setup: tuple[list[Record], Oracle],
+) -> None:
+    records, want = setup
+    got = _perfect(want)
+    last_run = max(want.runs)
+    got.events = [e for e in got.events if e[0] != {"runId": last_run, "sequence": 0}]
+    got.dead_letters = got.dead_letters[1:]
+    acc = tally(len(records), want, got)
+    # the missing event also leaves its run starting at sequence 1: mis-ordered too
+    assert _counts(acc) == (2, 0, 1, 0, False) and not acc.ok
+
+
+def test_a_doubled_output_and_a_recorded_duplicate_are_counted(
+    setup: tuple[list[Record], Oracle],
+) -> None:
+    records, want = setup
+    got = _perfect(want)
+    got.dead_letters.append(got.dead_letters[0])
+    dup_src = next(src for src, w in want.wants.items() if w.kind == "deduplicated")
+    got.dead_letters.append(({"code": "x"}, dup_src))
+    acc = tally(len(records), want, got)
+    assert (acc.lost, acc.duplicated, acc.misordered) == (0, 2, 0) and not acc.ok
+
+
+def test_a_reordered_run_and_a_wrong_code_are_counted(
+    setup: tuple[list[Record], Oracle],
+) -> None:
+    records, want = setup
+    got = _perfect(want)
+    run = max(want.runs, key=lambda r: len(want.runs[r]))
+    first = next(i for i, (e, _s) in enumerate(got.events) if e["runId"] == run)
+    (e0, s0), (e1, s1) = got.events[first], got.events[first + 1]
+    got.events[first], got.events[first + 1] = (e0, s1), (e1, s0)  # right sequences, swapped
+    got.dead_letters[0] = ({"code": "some_other_code"}, got.dead_letters[0][1])
+    acc = tally(len(records), want, got)
+    assert acc.misordered == 1 and acc.lost == 0 and acc.duplicated == 0
+    assert acc.wrong == 3  # the two swapped events (each names another record) + the code
