@@ -11,7 +11,7 @@ Frames (schemas/projection-frame.schema.json; docs/projection.md):
   ``surface`` is the materialized content (v1: the payload ``{catalogVersion, surface,
   reasoning?}``; v2: schemas/materialized-surface);
 - delta: ``{kind:"delta", runId, surfaceId, surfaceRef, catalogVersion (v1 only),
-  baseSequence, sequence, patch}``.
+  baseSequence, sequence, patch, digest?}``.
   ``{surfaceRef, catalogVersion, patch}`` is RFC 0114's frame (v1); ``patch`` is RFC 6902 over
   the content the subscriber holds (the surface at ``baseSequence``), rooted like the full
   frame's ``surface``, so a v1 leaf is ``/surface/components/1/text`` exactly as
@@ -23,6 +23,11 @@ Frames (schemas/projection-frame.schema.json; docs/projection.md):
   and derives ``renderable``; ``actionsEnabled`` follows from trust, partial and deletion, so it
   cannot change in a delta either. A delta can therefore never carry, nor drop, ``untrusted``
   (RFC 0114; the SSE transport, app.core.sse_frames, has the same ``trust`` rule).
+  ``digest`` (``surface_digest`` of the surface AFTER the patch) rides every
+  ``full_every``-th delta in a row (RFC 0114 unresolved question 2): the subscriber compares
+  it with the digest of what it now holds and asks for a resync on a mismatch, so silent drift
+  (a client applier that differs from RFC 6902, an application that mutated the surface it was
+  handed) costs a full frame only to the client that drifted.
 
 Rules (issue 5 §3), decided per subscriber in this order (the first that applies names the
 reason; a delta subscriber that gets a full frame is a counted fallback):
@@ -39,11 +44,12 @@ reason; a delta subscriber that gets a full frame is a counted fallback):
   catalog       its catalog (or payload major) differs: a catalog change starts from a full
   secrets       the run's SR-1 secrets changed since its last frame (its base was redacted
                 differently)
-  full-every    it already took ``full_every`` deltas in a row (RFC 0114 unresolved q. 2)
   not-in-sync   what it holds is not the surface this change starts from
   empty         the content did not change (RFC 0114 frames need a non-empty patch)
   unverified    the delta did not reproduce the new surface exactly (never sent)
-The delta and both encodings are computed ONCE per change (lazily) and shared by every
+Otherwise it gets the delta; the ``full_every``-th delta in a row (counting from its last full
+frame or digest check) is the same delta with ``digest`` (reason ``digest``).
+The delta, the digest and the encodings are computed ONCE per change (lazily) and shared by every
 subscriber; per subscriber only the choice above runs. SR-1 (``app.core.redaction``) runs over
 the full content and the patch values before fan-out (§14, RFC 0114).
 
@@ -81,10 +87,13 @@ __all__ = [
     "answer_resync",
     "catch_up",
     "redaction_tag",
+    "surface_digest",
+    "DIGEST_PATTERN",
 ]
 
 MAX_RESYNCS = 3
-DEFAULT_FULL_EVERY = 100
+DEFAULT_FULL_EVERY = 100  # deltas between digest checks (the registry's ``fullEvery``)
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"  # schemas/projection-frame ``digest``
 FALLBACK_REASONS = (
     "first",
     "full-only",
@@ -94,7 +103,6 @@ FALLBACK_REASONS = (
     "partial",
     "catalog",
     "secrets",
-    "full-every",
     "not-in-sync",
     "empty",
     "unverified",
@@ -106,6 +114,8 @@ class Subscription(NamedTuple):
 
     subscriber_id: str
     delta: bool = False
+    # every ``full_every``-th delta in a row carries a digest check (the registry's field keeps
+    # its name ``fullEvery``: it was the period of a forced full frame; docs/projection.md)
     full_every: int = DEFAULT_FULL_EVERY
 
 
@@ -120,7 +130,7 @@ class SubscriberCursor(NamedTuple):
     trust: Trust
     partial: bool
     deleted: bool
-    deltas_since_full: int = 0
+    deltas_since_check: int = 0  # deltas since its last full frame or digest check
     out_of_sync: bool = False  # a resync request arrived: the next frame is full
     resyncs: int = 0  # resync requests so far; at MAX_RESYNCS the subscriber gets full only
     redaction: str = ""  # redaction_tag of the secrets its last frame was redacted with
@@ -131,7 +141,7 @@ class Send(NamedTuple):
 
     subscriber_id: str
     kind: str  # "full" | "delta"
-    reason: str  # "delta", or why a full frame was sent (see the module docstring)
+    reason: str  # "delta", "digest" (a delta with a digest check), or why a full frame was sent
     frame: bytes
 
 
@@ -151,6 +161,33 @@ def redaction_tag(secrets: Secrets) -> str:
         return ""
     text = "\x00".join(f"{sid}\x01{value}" for value, sid, _ in secrets)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+def surface_digest(content: Any) -> str:
+    """The canonical digest of a surface's content, ``"sha256:" + hex``, the same for every
+    JSON-equal value (``app.core.patch.json_equal``): orjson with sorted keys (objects are
+    unordered), ``1`` and ``1.0`` or ``true`` and ``1`` written apart (they are different
+    values), and ``-0.0`` written as ``0.0`` (an equal value: the diff never sends a sign
+    change of zero, so both ends must agree on it). Floats are orjson's shortest round-trip
+    form, so a value that went through a frame's bytes digests the same. Raises ``TypeError``
+    (``orjson.JSONEncodeError``) for a value that is not JSON (the subscriber catches it)."""
+    data = orjson.dumps(content, option=_SORTED)
+    if b"-0.0" in data:  # rare (also in ``-0.05`` or a string): only then walk the value
+        data = orjson.dumps(_unsigned_zeros(content), option=_SORTED)
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _unsigned_zeros(value: Any) -> Any:
+    if type(value) is float:
+        return 0.0 if value == 0.0 else value
+    if isinstance(value, dict):
+        return {k: _unsigned_zeros(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unsigned_zeros(v) for v in value]
+    return value
 
 
 def encode_frame(frame: Mapping[str, Any]) -> bytes:
@@ -187,7 +224,9 @@ def full_frame(surface: Surface, content: Any | None = None) -> dict[str, Any]:
     }
 
 
-def _delta_frame(old: Surface, new: Surface, patch: list[dict[str, Any]]) -> dict[str, Any]:
+def _delta_frame(
+    old: Surface, new: Surface, patch: list[dict[str, Any]], digest: str | None = None
+) -> dict[str, Any]:
     # Routing (runId, surfaceId), RFC 0114's frame (surfaceRef, v1 catalogVersion, patch) and
     # the chain (baseSequence, sequence: a gap is detected), nothing else. Everything a delta
     # cannot change is the base's: the version (``surfaceId`` "~v1" is the v1 surface), the
@@ -204,6 +243,8 @@ def _delta_frame(old: Surface, new: Surface, patch: list[dict[str, Any]]) -> dic
     frame["baseSequence"] = old.sequence
     frame["sequence"] = new.sequence
     frame["patch"] = patch
+    if digest is not None:  # the periodic check: the subscriber compares what it holds
+        frame["digest"] = digest
     return frame
 
 
@@ -237,6 +278,7 @@ class Prepared:
         "_delta",
         "_full_bytes",
         "_delta_bytes",
+        "_digest_bytes",
         "_cursors",
     )
 
@@ -256,6 +298,7 @@ class Prepared:
         self._delta: Any = _UNSET
         self._full_bytes: bytes | None = None
         self._delta_bytes: bytes | None = None
+        self._digest_bytes: bytes | None = None
         self._cursors: dict[tuple[int, int], SubscriberCursor] = {}
 
     def cursor(self, deltas: int, resyncs: int) -> SubscriberCursor:
@@ -312,12 +355,22 @@ class Prepared:
 
     def delta_bytes(self) -> bytes:
         if self._delta_bytes is None:
-            patch = self.delta
-            old = self.change.old
-            if isinstance(patch, str) or old is None:
-                raise ValueError("no delta for this change")  # a bug: choose() said delta
-            self._delta_bytes = encode_frame(_delta_frame(old, self.change.new, patch))
+            self._delta_bytes = self._encode_delta(None)
         return self._delta_bytes
+
+    def digest_bytes(self) -> bytes:
+        """The delta frame with ``digest``: the digest of the new content after SR-1, which
+        is exactly what a subscriber in sync holds once it has applied the patch."""
+        if self._digest_bytes is None:
+            self._digest_bytes = self._encode_delta(surface_digest(self.content))
+        return self._digest_bytes
+
+    def _encode_delta(self, digest: str | None) -> bytes:
+        patch = self.delta
+        old = self.change.old
+        if isinstance(patch, str) or old is None:
+            raise ValueError("no delta for this change")  # a bug: choose() said delta
+        return encode_frame(_delta_frame(old, self.change.new, patch, digest))
 
 
 _UNSET: Any = object()
@@ -353,8 +406,6 @@ def _reason(prepared: Prepared, sub: Subscription, cursor: SubscriberCursor | No
         return "catalog"
     if cursor.redaction != prepared.tag:
         return "secrets"
-    if cursor.deltas_since_full >= sub.full_every:
-        return "full-every"
     if cursor.sequence != prepared.base_sequence or cursor.surface_ref != prepared.base_ref:
         return "not-in-sync"
     return prepared.delta_reason
@@ -367,9 +418,14 @@ def choose(
     reason = _reason(prepared, sub, cursor)
     resyncs = 0 if cursor is None else cursor.resyncs
     if reason == "delta":
-        sent = 0 if cursor is None else cursor.deltas_since_full
-        send: Send = _make(Send, (sub.subscriber_id, "delta", reason, prepared.delta_bytes()))
-        return send, prepared.cursor(sent + 1, resyncs)
+        sent = 1 if cursor is None else cursor.deltas_since_check + 1
+        if sent >= sub.full_every:  # the periodic check: this delta carries the digest
+            send: Send = _make(
+                Send, (sub.subscriber_id, "delta", "digest", prepared.digest_bytes())
+            )
+            return send, prepared.cursor(0, resyncs)
+        send = _make(Send, (sub.subscriber_id, "delta", reason, prepared.delta_bytes()))
+        return send, prepared.cursor(sent, resyncs)
     send = _make(Send, (sub.subscriber_id, "full", reason, prepared.full_bytes()))
     return send, prepared.cursor(0, resyncs)
 

@@ -25,18 +25,25 @@ Fail-closed rules (RFC 0114 "on ANY failure ... store-without-render"; openwop-a
   only. A delta carries none of it (app.core.frames sends a full frame whenever it changes):
   the patched surface keeps its base's status, and a delta that names any status member, or
   applies to a deleted surface, is refused, so a delta can neither set nor drop
-  ``untrusted``.
+  ``untrusted``;
+- the periodic digest check (every ``fullEvery``-th delta carries ``digest``, the
+  ``app.core.frames.surface_digest`` of the surface after the patch): the result's digest must
+  be that one, else the surface has drifted from the projector's (an application mutated what
+  it was handed, or a differing applier) although every sequence matched: it is not delivered,
+  it goes stale and a resync brings one full frame (``"digest mismatch: drift"``).
 
 May import: the standard library, orjson and app.core.* (pure).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
 import orjson
 
+from app.core.frames import DIGEST_PATTERN, surface_digest
 from app.core.patch import PatchError, apply_patch
 from app.core.pmap import PMap
 from app.core.refusal import Violation
@@ -50,6 +57,7 @@ __all__ = [
     "ResyncNeeded",
     "receive",
     "validate_surface",
+    "DRIFT",
 ]
 
 _EMPTY: PMap[Any, Any] = PMap()
@@ -216,8 +224,10 @@ _FULL = (
 # (trust, partial, actionsEnabled, deleted, renderable, version, catalogId) is refused.
 _DELTA_MEMBERS = frozenset(
     {"kind", "runId", "surfaceId", "surfaceRef", "catalogVersion", "baseSequence", "sequence"}
-    | {"patch"}
+    | {"patch", "digest"}
 )
+_DIGEST = re.compile(DIGEST_PATTERN)  # used with fullmatch: no trailing newline either
+DRIFT = "digest mismatch: drift"
 
 
 def _decode(frame: bytes | Mapping[str, Any]) -> Any:
@@ -251,6 +261,10 @@ def _frame_problem(frame: Mapping[str, Any]) -> str | None:
         return f"a delta frame carries no {sorted(extra)[0][:40]!r} (status comes in full frames)"
     if "catalogVersion" in frame and not isinstance(frame["catalogVersion"], str):
         return "frame field 'catalogVersion' is not str"
+    if "digest" in frame:
+        digest = frame["digest"]
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            return f"frame field 'digest' does not match {DIGEST_PATTERN}"
     base = frame.get("baseSequence")
     if not isinstance(base, int) or isinstance(base, bool):
         return "a delta frame names its base (baseSequence)"
@@ -261,6 +275,13 @@ def _frame_problem(frame: Mapping[str, Any]) -> str | None:
         if not isinstance(op, dict) or not set(op) <= {"op", "path", "from", "value"}:
             return "a patch operation has members outside op/path/from/value"
     return None
+
+
+def _digest(content: Any) -> str | None:
+    try:
+        return surface_digest(content)
+    except (TypeError, RecursionError):  # not JSON (orjson.JSONEncodeError is a TypeError)
+        return None
 
 
 def _stale(view: SubscriberView, held: HeldSurface | None) -> SubscriberView:
@@ -327,6 +348,8 @@ def receive(
         invalid = f"surface invalid: {type(exc).__name__}"
     if invalid is not None:
         return fail(invalid)
+    if "digest" in decoded and decoded["kind"] == "delta" and decoded["digest"] != _digest(content):
+        return fail(DRIFT)  # what it holds is not the projector's surface: one full frame
     new = HeldSurface(
         run_id,
         surface_id,

@@ -34,7 +34,7 @@ class Subscription:
     subscriber_id: str
     runs: frozenset[str] | None  # None: every run ("*")
     delta: bool
-    full_every: int
+    full_every: int  # ``fullEvery``: deltas between digest checks (app.core.frames)
 
     def follows(self, run_id: str) -> bool:
         return self.runs is None or run_id in self.runs

@@ -6,8 +6,9 @@ Shell module (it reads the clock, the schema files and randomness). Three parts:
 
 - bytes: a delta subscriber vs a full subscriber over N single-leaf updates of a 100-component
   surface, v2 (A2UI v0.9 fold) and v1 (full payloads); target delta <= 5% of full. Printed twice:
-  with the default ``fullEvery`` (its periodic full frames included) and with deltas only (no
-  periodic full frame), so the cost of the periodic refresh is visible on its own;
+  with the default ``fullEvery`` (its periodic digest checks included: the ``digest`` field on
+  every ``fullEvery``-th delta) and with deltas only (no check), so the cost of the periodic
+  check is visible on its own;
 - diff: the time to compute a VERIFIED delta (``patch.verified_diff``) vs
   ``jsonpatch.make_patch`` on the same (old, new) pairs the projector produced (target >= 20x),
   and the invalid patches of each, applied with ``jsonpatch.apply_patch`` and with ours (ours: 0).
@@ -193,13 +194,14 @@ def _changes(events: list[dict[str, Any]]) -> list[SurfaceChange]:
 def measure_bytes(
     changes: list[SurfaceChange], full_every: int = DEFAULT_FULL_EVERY
 ) -> dict[str, Any]:
-    """Both streams over ``changes``; ``full_every`` is the delta subscriber's (the largest a
-    subscription may take, ``MAX_FULL_EVERY``, means no periodic full frame in a bench run)."""
+    """Both streams over ``changes``; ``full_every`` is the delta subscriber's digest-check
+    period (the largest a subscription may take, ``MAX_FULL_EVERY``, means no check in a bench
+    run). A subscriber in sync passes every check, so it gets no full frame after the first."""
     full, delta = Subscription("full"), Subscription("delta", delta=True, full_every=full_every)
     cursors: dict[str, SubscriberCursor] = {}
     totals = {"full": 0, "delta": 0}
     kinds = {"full": 0, "delta": 0}
-    first_full = full_bytes = 0
+    first_full = full_bytes = digests = 0
     for index, change in enumerate(changes):
         result = plan(change, [(s, cursors.get(s.subscriber_id)) for s in (full, delta)])
         cursors.update(result.cursors)
@@ -211,6 +213,7 @@ def measure_bytes(
             if send.subscriber_id == "delta":
                 kinds[send.kind] += 1
                 full_bytes += len(send.frame) if send.kind == "full" else 0
+                digests += send.reason == "digest"
     ratio = totals["delta"] / totals["full"] if totals["full"] else None
     return {
         "updates": len(changes) - 1,
@@ -218,6 +221,7 @@ def measure_bytes(
         "full_stream_bytes": totals["full"],
         "delta_stream_bytes": totals["delta"],
         "delta_frames": kinds["delta"],
+        "digest_checks": digests,
         "full_frames_to_delta_subscriber": kinds["full"],
         "delta_frame_bytes_mean": round(
             (totals["delta"] - full_bytes) / kinds["delta"] if kinds["delta"] else 0, 1
@@ -462,11 +466,12 @@ def _table(result: dict[str, Any]) -> str:
         f"projection (Python {result['python']}, {result['machine']}; "
         f"load average {result['load_average_1m']})",
         "",
-        f"bytes to a delta vs a full subscriber (target delta <= {TARGET_BYTES_RATIO:.0%} of full)",
+        f"bytes to a delta vs a full subscriber (target delta <= {TARGET_BYTES_RATIO:.0%} of full;"
+        " checks: deltas that carry a digest, every fullEvery-th)",
     ]
     head = (
         f"{'surface':<8} {'fullEvery':>14} {'updates':>8} {'full bytes':>12} {'delta bytes':>12} "
-        f"{'ratio':>8} {'deltas':>7} {'fulls':>6} {'bytes/delta':>12}"
+        f"{'ratio':>8} {'deltas':>7} {'checks':>7} {'fulls':>6} {'bytes/delta':>12}"
     )
     lines += [head, "-" * len(head)]
     rows = [(n, b) for n, b in result["bytes"].items()]
@@ -479,6 +484,7 @@ def _table(result: dict[str, Any]) -> str:
         lines.append(
             f"{name:<8} {every:>14} {b['updates']:>8} {b['full_stream_bytes']:>12} "
             f"{b['delta_stream_bytes']:>12} {b['ratio']:>8.2%} {b['delta_frames']:>7} "
+            f"{b['digest_checks']:>7} "
             f"{b['full_frames_to_delta_subscriber']:>6} {b['delta_frame_bytes_mean']:>12.1f}{mark}"
         )
     lines += [

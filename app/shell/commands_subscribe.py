@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from app.core.frames import DEFAULT_FULL_EVERY
 from app.shell.commands_runtime import _bootstrap
 from app.shell.errors import OperatorError
 from app.shell.settings import load_settings
@@ -49,9 +50,12 @@ def add_parser(sub: Any) -> None:
     subscribe.add_argument(
         "--full-every",
         type=int,
-        default=50,
+        default=DEFAULT_FULL_EVERY,
         metavar="N",
-        help="force a full frame after N deltas (default 50)",
+        help=(
+            "check the held surface against a digest every N deltas; a full frame follows only "
+            f"a mismatch (default {DEFAULT_FULL_EVERY})"
+        ),
     )
     subscribe.add_argument("--id", help="subscriberId (default: a new random one)")
     subscribe.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP")

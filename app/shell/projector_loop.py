@@ -35,6 +35,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 from app.core import frames
 from app.core.policy import HostPolicy
 from app.core.redaction import prepare
+from app.core.subscriber import DRIFT
 from app.core.subscriptions import Registry, register, subscribers_for
 from app.core.surfaces import Projection, SurfaceKey, project
 from app.core.topic_plan import TopicSpec, subscriber_topic
@@ -87,6 +88,8 @@ class ProjectorLoop:
         self.sent: Counter[str] = Counter()
         self.fallbacks: Counter[str] = Counter()
         self.resyncs_answered = 0
+        self.digest_checks = 0  # delta frames that carried a digest
+        self.drift_resyncs = 0  # resync requests answered whose reason was a digest mismatch
         self.failed: Counter[str] = Counter()
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
@@ -231,6 +234,7 @@ class ProjectorLoop:
         assert self.producer is not None
         topic = await self._subscriber_topic(send.subscriber_id)
         self.sent[send.kind] += 1
+        self.digest_checks += send.reason == "digest"
         future: asyncio.Future[Any] = await self.producer.send(
             topic, send.frame, key=f"{key.run_id}/{key.surface_id}".encode()
         )
@@ -319,6 +323,7 @@ class ProjectorLoop:
         )
         self.cursors[(sid, key)] = cursor
         self.resyncs_answered += 1
+        self.drift_resyncs += request.get("reason") == DRIFT
         self.fallbacks["resync"] += 1
         await asyncio.gather(await self._send(send, key))
 
@@ -340,6 +345,12 @@ class ProjectorLoop:
             "# HELP a2ui_resyncs_answered_total Resync requests answered with one full frame.",
             "# TYPE a2ui_resyncs_answered_total counter",
             f"a2ui_resyncs_answered_total {self.resyncs_answered}",
+            "# HELP a2ui_digest_checks_total Delta frames sent with a digest check (fullEvery).",
+            "# TYPE a2ui_digest_checks_total counter",
+            f"a2ui_digest_checks_total {self.digest_checks}",
+            "# HELP a2ui_drift_resyncs_total Resyncs answered after a failed digest check.",
+            "# TYPE a2ui_drift_resyncs_total counter",
+            f"a2ui_drift_resyncs_total {self.drift_resyncs}",
             "# HELP a2ui_frames_failed_total Frames the broker would not take, by error.",
             "# TYPE a2ui_frames_failed_total counter",
         ]

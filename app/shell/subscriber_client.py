@@ -10,7 +10,9 @@ Shell module, importable by user services::
 Each frame goes through ``app.core.subscriber.receive``: deltas are applied by the strict RFC
 6902 applier and the result is re-validated (v1 closed catalog, v2 profile) before it is
 handed out; on any failure the surface is held as stale and a resync request is published, and
-the projector answers with one full frame (docs/projection.md). Nothing unvalidated leaves.
+the projector answers with one full frame (docs/projection.md). Every ``full_every``-th delta
+also carries a digest of the projector's surface: a held surface that drifted (e.g. one the
+application mutated) is caught there and resynced the same way. Nothing unvalidated leaves.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from app.core.frames import DEFAULT_FULL_EVERY
 from app.core.payload_rules import PayloadRules
 from app.core.subscriber import Delivered, ResyncNeeded, SubscriberView, receive
 from app.core.subscriptions import Subscription, encode_subscription
@@ -40,7 +43,7 @@ class SubscriberClient:
     subscriber_id: str
     runs: Iterable[str] | None = None  # None: every run
     delta: bool = False
-    full_every: int = 50
+    full_every: int = DEFAULT_FULL_EVERY  # deltas between digest checks
     settings: Settings = field(default_factory=load_settings)
     view: SubscriberView = field(default_factory=SubscriberView)
     resyncs_requested: int = 0

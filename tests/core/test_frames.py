@@ -4,6 +4,7 @@ delta, RFC 0114's frame inside ours, SR-1 on patch values, taint on every frame,
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from jsonschema import Draft202012Validator
 
 from app.core import frames
 from app.core.frames import (
+    DIGEST_PATTERN,
     MAX_RESYNCS,
     Subscription,
     answer_resync,
@@ -22,7 +24,9 @@ from app.core.frames import (
     plan,
     prepare,
     rfc0114_frame,
+    surface_digest,
 )
+from app.core.patch import json_equal
 from app.core.redaction import prepare as prepare_secrets
 from app.core.surfaces import Projection, SurfaceChange, project
 from app.shell.schema_files import load_schema_documents
@@ -136,11 +140,101 @@ def test_frames_delta_is_computed_once_and_shared() -> None:
     assert sum(s.kind == "delta" for s in result.sends) == 50
 
 
-def test_frames_full_every_bounds_consecutive_deltas() -> None:
-    d = Driver(DELTA)
+D, G = "delta", "digest"
+
+
+@pytest.mark.parametrize(
+    ("full_every", "reasons"),
+    [
+        (1, [G, G, G, G, G, G, G]),
+        (3, [D, D, G, D, D, G, D]),
+        (4, [D, D, D, G, D, D, D]),
+        (100, [D, D, D, D, D, D, D]),
+    ],
+)
+def test_frames_every_full_every_th_delta_carries_a_digest_not_a_full(
+    full_every: int, reasons: list[str]
+) -> None:
+    """The periodic check: the ``full_every``-th delta in a row (the counter restarts after a
+    check as after a full frame) is the same delta plus the digest of the surface after it;
+    a subscriber in sync gets no full frame at all."""
+    sub = Subscription("checked", delta=True, full_every=full_every)
+    d = Driver(sub)
     d.emit(FULL_SURFACE_V0)
-    kinds = [d.frame(d.emit(v1_with(f"t{i}")), DELTA)[1] for i in range(7)]
-    assert kinds == ["delta", "delta", "delta", "full-every", "delta", "delta", "delta"]
+    got = []
+    for i in range(7):
+        result = d.emit(v1_with(f"t{i}"))
+        kind, reason, frame = d.frame(result, sub)
+        assert kind == "delta" and result.fallbacks == {}
+        got.append(reason)
+        surface = d.state.surfaces_of(frame["runId"])[0]
+        if reason == G:
+            assert frame["digest"] == surface_digest(surface.content)
+            assert re.fullmatch(DIGEST_PATTERN, frame["digest"])
+        else:
+            assert "digest" not in frame
+    assert got == reasons
+
+
+def test_frames_digest_delta_is_computed_once_and_is_the_delta_plus_digest() -> None:
+    checked = [Subscription(f"c{i}", delta=True, full_every=1) for i in range(20)]
+    plain = [Subscription(f"p{i}", delta=True) for i in range(20)]
+    d = Driver(*checked, *plain)
+    d.emit(FULL_SURFACE_V0)
+    result = d.emit(v1_with("x"))
+    by_reason: dict[str, set[int]] = {}
+    for send in result.sends:
+        by_reason.setdefault(send.reason, set()).add(id(send.frame))
+    assert {r: len(ids) for r, ids in by_reason.items()} == {"digest": 1, "delta": 1}
+    _, _, with_digest = d.frame(result, checked[0])
+    _, _, without = d.frame(result, plain[0])
+    assert {k: v for k, v in with_digest.items() if k != "digest"} == without
+
+
+def test_frames_digest_is_of_the_redacted_surface_the_subscriber_holds() -> None:
+    secret = "sk-live-0123456789"
+    secrets = prepare_secrets([("vault-1", secret)])
+    sub = Subscription("checked", delta=True, full_every=1)
+    d = Driver(sub, secrets=secrets)
+    d.emit(FULL_SURFACE_V0)
+    _, reason, frame = d.frame(d.emit(v1_with(f"token {secret}")), sub)
+    assert reason == "digest"
+    assert frame["digest"] == surface_digest(v1_with("token [REDACTED:vault-1]"))
+    assert frame["digest"] != surface_digest(v1_with(f"token {secret}"))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ({"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1}, True),  # objects are unordered
+        ([-0.0], [0.0], True),  # -0.0 equals 0.0 (json_equal; the diff sends no sign change)
+        ({"x": {"y": [1.5, -0.0]}}, {"x": {"y": [1.5, 0.0]}}, True),
+        (1, 1.0, False),  # different JSON values (orjson writes 1 and 1.0)
+        (True, 1, False),
+        (False, 0, False),
+        (None, {}, False),
+        ([1, 2], [2, 1], False),  # arrays are ordered
+        ("-0.0", "0.0", False),  # strings are never normalized
+        ({"a": -0.05}, {"a": 0.05}, False),
+        ({"a/b": "~"}, {"a~1b": "~"}, False),
+        ("é", "e\u0301", False),  # no Unicode normalization: code points as sent
+    ],
+)
+def test_frames_surface_digest_is_json_equality(a: Any, b: Any, same: bool) -> None:
+    assert json_equal(a, b) is same
+    assert (surface_digest(a) == surface_digest(b)) is same
+    for value in (a, b):  # deterministic through a frame's bytes (orjson round trip)
+        assert surface_digest(orjson.loads(orjson.dumps(value))) == surface_digest(value)
+        assert re.fullmatch(DIGEST_PATTERN, surface_digest(value))
+
+
+def test_frames_surface_digest_does_not_touch_its_input() -> None:
+    value = {"z": [-0.0, {"k": -0.0}], "a": 0.1}
+    before = orjson.dumps(value)
+    assert surface_digest(value) == surface_digest({"a": 0.1, "z": [0.0, {"k": 0.0}]})
+    assert orjson.dumps(value) == before
+    with pytest.raises(TypeError):
+        surface_digest({"a": object()})
 
 
 def test_frames_catalog_change_and_out_of_sync_send_full() -> None:
@@ -322,3 +416,30 @@ def test_frames_schema_keeps_status_out_of_deltas() -> None:
     assert full["kind"] == "full" and FRAME_SCHEMA.is_valid(full)
     assert not FRAME_SCHEMA.is_valid({**full, "version": 2})
     assert not FRAME_SCHEMA.is_valid({k: v for k, v in full.items() if k != "trust"})
+
+
+GOOD_DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("kind", "digest", "valid"),
+    [
+        ("delta", GOOD_DIGEST, True),
+        ("delta", surface_digest(FULL_SURFACE_V0), True),
+        ("full", GOOD_DIGEST, False),  # a full frame is the surface itself: no check
+        ("delta", "sha256:" + "0123456789ABCDEF" * 4, False),  # lowercase hex only
+        ("delta", GOOD_DIGEST[:-1], False),
+        ("delta", GOOD_DIGEST + "0", False),
+        ("delta", "sha1:" + "0" * 40, False),
+        ("delta", GOOD_DIGEST.removeprefix("sha256:"), False),
+        ("delta", 12, False),
+        ("delta", None, False),
+    ],
+)
+def test_frames_schema_allows_a_digest_on_deltas_only(kind: str, digest: Any, valid: bool) -> None:
+    d = Driver(DELTA)
+    full = d.frame(d.emit(FULL_SURFACE_V0), DELTA)[2]
+    delta = d.frame(d.emit(v1_with("a")), DELTA)[2]
+    assert delta["kind"] == "delta" and FRAME_SCHEMA.is_valid(delta)
+    frame = {**(delta if kind == "delta" else full), "digest": digest}
+    assert FRAME_SCHEMA.is_valid(frame) is valid

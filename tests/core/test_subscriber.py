@@ -5,6 +5,8 @@ surface evolutions the delta subscriber's reconstruction equals the full subscri
 from __future__ import annotations
 
 import copy
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from app.core.frames import SubscriberCursor, Subscription, plan
+from app.core.frames import (
+    SubscriberCursor,
+    Subscription,
+    answer_resync,
+    plan,
+    surface_digest,
+)
 from app.core.patch import apply_patch, json_equal
-from app.core.subscriber import Delivered, ResyncNeeded, SubscriberView, receive
+from app.core.subscriber import DRIFT, Delivered, ResyncNeeded, SubscriberView, receive
 from app.core.surfaces import Projection, project
 from tests.core.admission_support import rules
 from tests.core.projection_support import (
@@ -148,8 +156,11 @@ def test_subscriber_projector_reproduces_the_suite_materialization() -> None:
     subscriber does, which is the suite's ``fullSurfaceMaterializedAfterUpdates``."""
     bodies = [FULL_SURFACE_V0, copy.deepcopy(FULL_SURFACE_V0), MATERIALIZED_AFTER_UPDATES]
     bodies[1]["surface"]["components"][1]["text"] = "Confirmed — see you then."
-    end = run_pair([event(i, b) for i, b in enumerate(bodies)])
-    assert end == MATERIALIZED_AFTER_UPDATES
+    for full_every in (1000, 1):  # with a digest check on every delta too
+        pair = run_pair([event(i, b) for i, b in enumerate(bodies)], full_every)
+        end = pair.delta_view.get(RUN, "~v1")
+        assert end is not None and end.content == MATERIALIZED_AFTER_UPDATES
+        assert pair.digests == (2 if full_every == 1 else 0)
 
 
 # --- §16c legs 8 and 9 (RFC 0114's negative example): fail closed --------------------------------
@@ -345,6 +356,124 @@ def test_subscriber_v2_profile_is_enforced() -> None:
     assert isinstance(outcome, ResyncNeeded)
 
 
+# --- the periodic digest check (docs/projection.md "fullEvery") ----------------------------------
+
+_AFTER_TITLE = copy.deepcopy(FULL_SURFACE_V0)
+_AFTER_TITLE["surface"]["title"] = "x"
+_REORDERED = dict(reversed(list(_AFTER_TITLE.items())))  # the same JSON value
+DIGEST_CASES = [
+    ("matches the result", surface_digest(_AFTER_TITLE), None),
+    ("matches, keys in another order", surface_digest(_REORDERED), None),
+    ("is the base's (the result differs)", surface_digest(FULL_SURFACE_V0), DRIFT),
+    ("is another surface's", "sha256:" + "0" * 64, DRIFT),
+    ("is upper-case hex", "sha256:" + surface_digest(_AFTER_TITLE)[7:].upper(), "digest"),
+    ("ends with a newline", surface_digest(_AFTER_TITLE) + "\n", "digest"),
+    ("is not a string", 7, "digest"),
+    ("is null", None, "digest"),
+]
+
+
+@pytest.mark.parametrize(
+    ("digest", "refused"), [c[1:] for c in DIGEST_CASES], ids=[c[0] for c in DIGEST_CASES]
+)
+def test_subscriber_checks_a_delta_digest(digest: Any, refused: str | None) -> None:
+    view, _ = receive(SubscriberView(), _full(FULL_SURFACE_V0), rules())
+    patch = [{"op": "replace", "path": "/surface/title", "value": "x"}]
+    frame = _delta(patch, (EVT_9, 0), "evt_10", 1, digest=digest)
+    after, outcome = receive(view, orjson.dumps(frame), rules())
+    held = after.get(RUN, "~v1")
+    assert held is not None
+    if refused is None:
+        assert isinstance(outcome, Delivered) and outcome.kind == "delta"
+        assert outcome.surface.content == _AFTER_TITLE and not held.stale
+        return
+    assert isinstance(outcome, ResyncNeeded) and refused in outcome.reason
+    # not delivered: the last good surface is kept, stale, until a full frame arrives
+    assert held.stale and not held.renderable and held.content == FULL_SURFACE_V0
+    assert outcome.request("ui-7") is not None
+
+
+def _mutate_in_place(held: Any) -> Any:
+    held.content["surface"]["title"] = "mutated by the application"  # Python cannot freeze it
+    return held
+
+
+def _applied_differently(held: Any) -> Any:
+    surface = {**held.content["surface"], "title": "an applier that differs"}
+    return held._replace(content={**held.content, "surface": surface})
+
+
+DRIFTS: dict[str, Callable[[Any], Any]] = {
+    "the application mutated the surface it was handed": _mutate_in_place,
+    "a client applier that differs from RFC 6902": _applied_differently,
+}
+
+
+@pytest.mark.parametrize("drift", DRIFTS.values(), ids=list(DRIFTS))
+def test_subscriber_drift_is_caught_by_the_next_digest_and_one_full_frame_fixes_it(
+    drift: Callable[[Any], Any],
+) -> None:
+    """Drift the sequence chain cannot see: the held surface changes under the subscriber.
+    The next delta still applies (the drift is invisible until the check); the digest frame is
+    refused (not delivered, stale, resync); the projector's one full frame fixes it; the next
+    check passes."""
+    sub = Subscription("checked", delta=True, full_every=3)
+    state, cursor, view = Projection(), None, SubscriberView()
+    seen = []
+    for n in range(8):
+        body = copy.deepcopy(FULL_SURFACE_V0)
+        body["surface"]["components"][1]["text"] = f"v{n}"
+        state, (change,) = project(state, event(n, body))
+        result = plan(change, [(sub, cursor)])
+        cursor = result.cursors[sub.subscriber_id]
+        (send,) = result.sends
+        view, outcome = receive(view, send.frame, rules())
+        seen.append((send.reason, type(outcome).__name__))
+        held = view.get(RUN, "~v1")
+        assert held is not None
+        if n == 1:
+            view = SubscriberView(view.surfaces.set((RUN, "~v1"), drift(held)))
+        elif n == 2:  # between checks the drift is not seen: this is what fullEvery bounds
+            assert isinstance(outcome, Delivered)
+            assert not json_equal(outcome.surface.content, change.new.content)
+        elif isinstance(outcome, ResyncNeeded):
+            assert (outcome.reason, outcome.sequence) == (DRIFT, n)
+            assert held.stale and not held.renderable and held.sequence == n - 1
+            # the shell publishes outcome.request(...); the projector answers one full frame
+            send, cursor = answer_resync(change.new, sub, cursor)
+            view, fixed = receive(view, send.frame, rules())
+            assert isinstance(fixed, Delivered) and fixed.kind == "full"
+            seen.append((send.reason, type(fixed).__name__))
+        else:
+            assert isinstance(outcome, Delivered)
+            assert json_equal(outcome.surface.content, change.new.content)
+    assert seen == [
+        ("first", "Delivered"),
+        ("delta", "Delivered"),
+        ("delta", "Delivered"),
+        ("digest", "ResyncNeeded"),
+        ("resync", "Delivered"),
+        ("delta", "Delivered"),
+        ("delta", "Delivered"),
+        ("digest", "Delivered"),
+        ("delta", "Delivered"),
+    ]
+
+
+def test_subscriber_digest_agrees_on_a_zero_whose_sign_the_delta_did_not_send() -> None:
+    """``-0.0`` equals ``0.0`` (json_equal): the diff sends no sign change, so the subscriber
+    keeps ``0.0`` where the projector now has ``-0.0``, and the digest must still match."""
+    pair = Pair(full_every=1)
+    pair.step(event(0, v2("s", create("s"), components("s", column("root")))))
+    pair.step(event(1, v2("s", data("s", path="/z", value=0.0))))
+    pair.step(event(2, v2("s", components("s", text("t")), data("s", path="/z", value=-0.0))))
+    held = pair.delta_view.get(RUN, "s")
+    projected = pair.state.surfaces_of(RUN)[0].content["dataModel"]["z"]
+    assert held is not None and math.copysign(1, held.content["dataModel"]["z"]) == 1
+    assert math.copysign(1, projected) == -1
+    assert pair.digests == 2 and pair.kinds[-2:] == ["full", "delta"]
+
+
 def _v2_delta(patch: Any, held: Any) -> dict[str, Any]:
     return {
         "kind": "delta",
@@ -372,6 +501,7 @@ class Pair:
         self.full_view = SubscriberView()
         self.delta_view = SubscriberView()
         self.kinds: list[str] = []
+        self.digests = 0  # digest checks the delta subscriber passed
 
     def step(self, ev: dict[str, Any]) -> Any:
         self.state, changes = project(self.state, ev)
@@ -387,6 +517,12 @@ class Pair:
                 else:
                     self.delta_view, got = receive(self.delta_view, send.frame, rules())
                 assert isinstance(got, Delivered), (send, got)
+                if send.reason == "digest":  # a check passed: what it holds is the projector's
+                    self.digests += 1
+                    digest = orjson.loads(send.frame)["digest"]
+                    assert digest == surface_digest(got.surface.content)
+                    full_held = self.full_view.get(*change.key)  # the full subscriber's
+                    assert full_held is not None and digest == surface_digest(full_held.content)
             key = change.key
             full = self.full_view.get(*key)
             delta = self.delta_view.get(*key)
@@ -404,18 +540,18 @@ class Pair:
         return None
 
 
-def run_pair(events: list[dict[str, Any]], full_every: int = 1000) -> Any:
+def run_pair(events: list[dict[str, Any]], full_every: int = 1000) -> Pair:
     pair = Pair(full_every)
-    last = None
     for ev in events:
-        last = pair.step(ev)
-    return last
+        pair.step(ev)
+    return pair
 
 
 TEXTS = st.text(alphabet="ab/~ 0é", max_size=6)
 KEYS = st.sampled_from(["a", "b", "a/b", "~", "~0", "~1", "/", "", "0", "1", "x y"])
+FLOATS = st.sampled_from([0.0, -0.0, 1.0, -1.5, 0.1, 1e16])  # -0.0 is 0.0; 1.0 is not 1
 VALUES = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-3, 3), TEXTS),
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 3), FLOATS, TEXTS),
     lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(KEYS, c, max_size=3)),
     max_leaves=8,
 )
@@ -592,3 +728,8 @@ def test_subscriber_property_sends_deltas_at_all() -> None:
             event(i, v2("s", components("s", text("t", f"v{i}")), data("s", path="/n", value=i)))
         )
     assert pair.kinds.count("delta") == 5
+    checked = Pair(full_every=2)
+    checked.step(event(0, v2("s", create("s"), components("s", column("root", "t"), text("t")))))
+    for i in range(1, 6):
+        checked.step(event(i, v2("s", components("s", text("t", f"v{i}")))))
+    assert checked.kinds.count("delta") == 5 and checked.digests == 2  # checks, no full frame
