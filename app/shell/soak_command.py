@@ -148,6 +148,7 @@ async def soak(names: list[str], minutes: float, size: int, seed: int) -> dict[s
         "machine": f"{platform.machine()} {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",
         "size": size,
+        "chosen": names,
         "minutes": round((time.monotonic() - started) / 60, 1),
         "passes": passes,
         "scenarios": _aggregate(reports),
@@ -214,8 +215,12 @@ def run_fuzz(examples: int) -> dict[str, Any]:
 
 
 def _table(result: dict[str, Any]) -> str:
+    runs, chosen = result["totals"]["scenario_runs"], len(result["chosen"])
+    passes = f"{runs // chosen} whole pass(es)" + (
+        f" and {runs % chosen} scenario(s) of another" if runs % chosen else ""
+    )
     head = (
-        f"soak: {result['passes']} pass(es) in {result['minutes']} min, "
+        f"soak: {runs} scenario runs ({passes}) in {result['minutes']} min, "
         f"{result['size']:,} records per scenario run, {result['broker']}, {result['machine']}"
     )
     columns = ("runs", "faults", *COUNTS)
