@@ -14,6 +14,9 @@ in the v2 reference host" and the normative list):
                                        warn => validate at the floor, flag the drift
   5. branch           exactly ONE branch: 2 => payloadV2, 0/1 => payloadV1 -> envelope_invalid
                       (an unknown v1 catalogVersion                   -> unknown_schema_version)
+     limits           what the branch schemas leave open: depth, string length, component
+                      count, children depth (app.core.limits)         -> record_limit_exceeded
+                      a cycle in the children graph                   -> envelope_invalid
   6. cross-field      surface-id-equality, catalog-equality (v2)      -> envelope_invalid
   7. fold             the §6 guard across the run's log and the envelope -> envelope_invalid
   8. SR-1 redaction, trust normalization, sticky taint, record (``fold.apply``).
@@ -37,6 +40,7 @@ import orjson
 
 from app.core.cross_field import kinds_and_cross_field
 from app.core.fold import NOT_LOOKED_UP, apply_with, guard
+from app.core.limits import check_envelope, plainly_within
 from app.core.policy import SURFACE_KIND, UNIVERSAL_KINDS, HostPolicy
 from app.core.redaction import Secrets, prepare, redact, redact_text
 from app.core.refusal import Violation
@@ -236,8 +240,8 @@ def _correlation(ctx: _Ctx) -> Violation | Deduplicated | None:
 
 def _floor(ctx: _Ctx) -> Violation | Deduplicated | None:
     emitted = ctx.envelope.get("schemaVersion", 0)
-    if isinstance(emitted, float):  # JSON Schema "integer" admits 2.0; record it as 2
-        emitted = int(emitted)
+    if isinstance(emitted, float) and emitted < 2**53:  # JSON Schema "integer" admits 2.0
+        emitted = int(emitted)  # record it as 2; a huge one stays a float (JSON-encodable)
     floor = ctx.policy.floor(ctx.kind)
     if emitted == floor:
         ctx.selected = emitted
@@ -291,6 +295,17 @@ def _branch(ctx: _Ctx) -> Violation | Deduplicated | None:
     )
 
 
+def _limits(ctx: _Ctx) -> Violation | Deduplicated | None:
+    # app.core.limits: only the parts the branch schemas leave open (a universal kind's payload
+    # is open entirely), and the children graph no schema can express (docs/admission.md).
+    limits = ctx.policy.limits
+    if ctx.kinds is not None and plainly_within(ctx.envelope, ctx.kinds, limits):
+        return None  # the usual v2 envelope, screened in one loop
+    if ctx.kind != SURFACE_KIND:
+        return check_envelope(ctx.envelope, "unchecked", None, limits)
+    return check_envelope(ctx.envelope, "v2" if ctx.v2 else "v1", ctx.kinds, limits)
+
+
 def _cross_field(ctx: _Ctx) -> Violation | Deduplicated | None:
     # app.core.cross_field, computed by the branch step (None unless a v2 payload passed it)
     return ctx.cross
@@ -315,6 +330,7 @@ STEPS: tuple[tuple[str, Step], ...] = (
     ("correlation", _correlation),
     ("floor", _floor),
     ("branch", _branch),
+    ("limits", _limits),
     ("cross-field", _cross_field),
     ("fold", _fold),
 )

@@ -1,18 +1,36 @@
 """Intake: the bytes of one admission-topic record -> an admission record, or a Violation.
 
-Pure: standard library and orjson. This is the part of admission that runs before the
-decision: a record that is too large, not UTF-8, not JSON, or whose Kafka key disagrees with
-its runId never reaches ``decide`` (docs/pipeline.md). Every one is a value, never an exception,
-so the validator never crashes on a poison record.
+Pure: standard library, orjson and app.core. This is the part of admission that runs before
+the decision: a record that is too large, not UTF-8, not JSON, ambiguous JSON, or whose Kafka
+key disagrees with its runId never reaches ``decide`` (docs/pipeline.md). Every one is a value,
+never an exception, so the validator never crashes on a poison record.
+
+Ambiguous JSON (RFC 7493, I-JSON) is refused because two readers of the same bytes would see
+two different records, and the log must mean to every consumer what the producer meant:
+
+- a duplicate member name (orjson keeps the last value, other parsers the first or refuse):
+  ``record_not_json``, rule ``record-duplicate-key``;
+- an integer literal outside [-2^63, 2^64-1] (orjson silently reads it as a double, a different
+  number), or a number beyond the double range (``1e400``): ``record_limit_exceeded``, rule
+  ``number-range``.
+
+Both are found without a second parse on the hot path: the parsed record is re-encoded (orjson,
+about a quarter of the parse) and compared with the bytes, verbatim or with whitespace removed.
+Equal means every member and every number survived the parse as written. Only other spellings
+(other escapes, exponents) pay for the exact check with the standard library parser.
+Nesting deeper than any setting admits (``DEPTH_CEILING``; orjson parses 1024 levels but
+encodes 254) is ``record_limit_exceeded``, rule ``depth``, here too.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from app.core.limits import DEPTH_CEILING, first_deeper
 from app.core.refusal import Violation
 
 __all__ = ["DEFAULT_MAX_RECORD_BYTES", "Intake", "read_admission"]
@@ -64,13 +82,10 @@ def read_admission(
     try:
         record = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        return Violation(
-            "record_not_json",
-            "record-json",
-            "",
-            f"the record is not JSON: {exc}",
-            {"position": exc.pos},
-        )
+        return _not_parsed(exc)
+    ambiguous = _ambiguity(value, record)
+    if ambiguous is not None:
+        return ambiguous
     run_id = _run_id_of(record)
     if key is not None and run_id is not None:
         try:
@@ -88,3 +103,138 @@ def read_admission(
                 {"key": key.decode("utf-8", "replace"), "runId": run_id},
             )
     return Intake(record, run_id)
+
+
+# --- parse failures and ambiguous JSON -----------------------------------------------------------
+
+_WHITESPACE = b" \t\n\r"
+_INT_LOW, _INT_HIGH = -(2**63), 2**64 - 1  # what orjson reads as an int, exactly
+
+
+def _not_parsed(exc: orjson.JSONDecodeError) -> Violation:
+    text = str(exc)
+    if "depth limit exceeded" in text:  # orjson's own ceiling, 1024 levels
+        return _too_deep("", {"position": exc.pos}, f"at character {exc.pos}")
+    if "number is infinity" in text:
+        return _number_range("", f"a number at character {exc.pos} is beyond the double range")
+    return Violation(
+        "record_not_json",
+        "record-json",
+        "",
+        f"the record is not JSON: {exc}",
+        {"position": exc.pos},
+    )
+
+
+def _too_deep(path: str, details: dict[str, Any], where: str = "") -> Violation:
+    return Violation(
+        "record_limit_exceeded",
+        "depth",
+        path,
+        f"the record nests deeper than {DEPTH_CEILING} levels {where or 'at ' + (path or '/')}, "
+        "more than any host setting admits (A2UI_STREAM_MAX_DEPTH); flatten it",
+        {"rule": "depth", "limit": DEPTH_CEILING, **details},
+    )
+
+
+def _number_range(path: str, what: str) -> Violation:
+    return Violation(
+        "record_limit_exceeded",
+        "number-range",
+        path,
+        f"{what}: JSON numbers must be doubles and integers must lie in [-2^63, 2^64-1], or "
+        "readers disagree on the value; send larger numbers as strings",
+        {"rule": "number-range"},
+    )
+
+
+class _Ambiguous(Exception):
+    """Raised by the exact check's hooks (internal: never leaves this module)."""
+
+    def __init__(self, key: str | None, pairs: Any = None, literal: str = "") -> None:
+        super().__init__(key or literal)
+        self.key, self.pairs, self.literal = key, pairs, literal
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Ambiguous(key, pairs)
+            seen.add(key)
+    return obj
+
+
+def _int64(literal: str) -> int:
+    # 20 characters hold both ends of the range; never convert a longer literal (int() of
+    # thousands of digits is slow, and refused by CPython past 4300)
+    if len(literal) > 20 or not _INT_LOW <= int(literal) <= _INT_HIGH:
+        raise _Ambiguous(None, literal=literal)
+    return int(literal)
+
+
+def _ambiguity(value: bytes, record: Any) -> Violation | None:
+    """A duplicate member name, an integer orjson read inexactly, or nesting orjson cannot
+    encode; None when the bytes say exactly what ``record`` says."""
+    try:
+        canonical = orjson.dumps(record)
+    except orjson.JSONEncodeError:  # loads takes 1024 levels, dumps only 254
+        return _too_deep(first_deeper(record, DEPTH_CEILING) or "", {})
+    if canonical == value or canonical.translate(None, _WHITESPACE) == value.translate(
+        None, _WHITESPACE
+    ):
+        return None
+    try:
+        json.loads(value, object_pairs_hook=_unique, parse_int=_int64)
+    except _Ambiguous as found:
+        if found.key is not None:
+            return _duplicate(record, found.key, found.pairs)
+        return _inexact(record, found.literal)
+    except (ValueError, RecursionError):  # orjson parsed it; the standard library should too
+        return None
+    return None
+
+
+def _duplicate(record: Any, key: str, pairs: Any) -> Violation:
+    target = dict(pairs)
+    where = _find(record, lambda node: type(node) is dict and key in node and node == target)
+    path = (where or "") + "/" + key.replace("~", "~0").replace("/", "~1")
+    return Violation(
+        "record_not_json",
+        "record-duplicate-key",
+        path,
+        f"member {key[:80]!r} appears more than once in one object at {where or '/'}; JSON "
+        "readers disagree on which value counts (RFC 8259 §4, RFC 7493 §2.3): send it once",
+        {"rule": "record-duplicate-key", "key": key[:256]},
+    )
+
+
+def _inexact(record: Any, literal: str) -> Violation:
+    try:
+        approximation: float | None = float(literal)
+    except OverflowError:
+        approximation = None
+    where = _find(record, lambda node: type(node) is float and node == approximation)
+    shown = literal if len(literal) <= 40 else literal[:40] + "..."
+    return _number_range(where or "", f"the integer {shown} is outside the 64-bit range")
+
+
+def _find(root: Any, match: Any) -> str | None:
+    """The JSON Pointer of the first node (pre-order) that ``match``es. Refusal path only."""
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if match(node):
+            return path
+        if type(node) is dict:
+            children = [
+                (v, path + "/" + k.replace("~", "~0").replace("/", "~1")) for k, v in node.items()
+            ]
+        elif type(node) is list:
+            children = [(v, f"{path}/{i}") for i, v in enumerate(node)]
+        else:
+            continue
+        stack.extend(reversed(children))
+    return None

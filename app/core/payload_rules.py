@@ -167,8 +167,14 @@ def _component_names(document: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _first_error(validator: Any, instance: Any) -> Any | None:
-    for error in validator.iter_errors(instance):
-        return error
+    try:
+        for error in validator.iter_errors(instance):
+            return error
+    except ValueError:
+        # jsonschema_rs reports "Recursion limit reached" past ~255 levels (is_valid does
+        # not). Intake refuses such records first (record_limit_exceeded, depth); a caller of
+        # ``decide`` without intake gets the generic refusal instead of an exception.
+        return None
     return None
 
 

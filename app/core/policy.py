@@ -94,4 +94,8 @@ class HostPolicy:
         return self.schema_versions.get(kind, 0)
 
     def secrets_for(self, run_id: str) -> tuple[tuple[str, str], ...]:
-        return self.secrets.get(run_id, ())
+        """The run's SR-1 registrations plus the deployment-wide ones (key ``"*"``)."""
+        secrets = self.secrets
+        if not secrets:
+            return ()
+        return secrets.get(run_id, ()) + secrets.get("*", ())

@@ -41,6 +41,7 @@ def policy_from(settings: Settings) -> HostPolicy:
         secrets=load_secrets(settings.secrets_file),
         schema_versions={"ui.a2ui-surface": settings.floor},
         strictness=settings.strictness,  # type: ignore[arg-type]
+        limits=settings.limits,
     )
 
 

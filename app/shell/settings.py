@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.core.limits import DEPTH_CEILING, DEPTH_FLOOR, Limits
 from app.shell.errors import OperatorError
 
 __all__ = ["VARIABLES", "Settings", "load_secrets", "load_settings"]
@@ -129,6 +130,26 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "1048576",
         "Admission records larger than this are dead-lettered before parsing (record_too_large). At most 4 MiB: a dead letter keeps the original bytes (base64) and must fit the dead-letter topic's 8 MiB max.message.bytes.",
     ),
+    (
+        "A2UI_STREAM_MAX_DEPTH",
+        "64",
+        "Deepest nesting of objects and arrays in an admission record (the record is level 1), in what the schemas leave open (data-model values, universal payloads; Button context arrays with A2UI_STREAM_MAX_CHILDREN_DEPTH set); deeper is record_limit_exceeded, rule depth. 16 to 250.",
+    ),
+    (
+        "A2UI_STREAM_MAX_STRING_CHARS",
+        "65536",
+        "Longest string or object key (characters) where the schemas set no maxLength; longer is record_limit_exceeded, rule string-chars. 1024 to 4194304.",
+    ),
+    (
+        "A2UI_STREAM_MAX_COMPONENTS",
+        "2048",
+        "Most components across the updateComponents messages of one envelope (the schema allows 512 per message); more is record_limit_exceeded, rule components. 16 to 32768.",
+    ),
+    (
+        "A2UI_STREAM_MAX_CHILDREN_DEPTH",
+        "0",
+        "0: no component walk (the default, for throughput). 3 to 32768 (e.g. 64): refuse a children/child chain longer than this within one envelope (record_limit_exceeded, rule children-depth) and any cycle (envelope_invalid, rule children-cycle), and bound Button context arrays by the depth and string limits.",
+    ),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
 
@@ -160,6 +181,7 @@ class Settings:
     http_wait_seconds: int = 10
     sse_keepalive_seconds: int = 15
     secrets_file: str = ""
+    limits: Limits = Limits()
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -218,6 +240,19 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         http_wait_seconds=_int(env, "A2UI_STREAM_HTTP_WAIT_SECONDS", 1, 600),
         sse_keepalive_seconds=_int(env, "A2UI_STREAM_SSE_KEEPALIVE_SECONDS", 1, 30),
         secrets_file=env.get("A2UI_STREAM_SECRETS_FILE", "").strip(),
+        limits=_limits(env),
+    )
+
+
+def _limits(env: Mapping[str, str]) -> Limits:
+    chain = _int(env, "A2UI_STREAM_MAX_CHILDREN_DEPTH", 0, 32768)
+    if chain in (1, 2):
+        raise OperatorError(f"A2UI_STREAM_MAX_CHILDREN_DEPTH={chain} must be 0 (off) or at least 3")
+    return Limits(
+        max_depth=_int(env, "A2UI_STREAM_MAX_DEPTH", DEPTH_FLOOR, DEPTH_CEILING),
+        max_string_chars=_int(env, "A2UI_STREAM_MAX_STRING_CHARS", 1024, 4 * 1024 * 1024),
+        max_components=_int(env, "A2UI_STREAM_MAX_COMPONENTS", 16, 32768),
+        max_children_depth=chain,
     )
 
 

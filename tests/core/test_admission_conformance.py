@@ -488,8 +488,13 @@ def test_admission_encode_event_bytes_and_depth_limit() -> None:
         deep = [deep]
     sid = "s-deep"
     deep_env = envelope(v2(sid, create_msg(sid), data_msg(sid, path="/d", value=deep)))
-    admitted = decide(record(deep_env), None, WARN, rules(), now=NOW)
-    assert isinstance(admitted, Admitted)  # the schema leaves updateDataModel.value open
-    refused = encode_event(admitted)
+    # The schema leaves updateDataModel.value open; the limits step bounds it (app.core.limits).
+    limited = decide(record(deep_env), None, WARN, rules(), now=NOW)
+    assert isinstance(limited, Refused)
+    assert (limited.violation.code, limited.violation.rule) == ("record_limit_exceeded", "depth")
+    assert limited.violation.path.startswith("/envelope/payload/messages/1/updateDataModel/value/0")
+    # encode_event stays the last guard for an event orjson cannot encode.
+    event = {**outcome.event, "payload": {**outcome.event["payload"], "envelope": deep_env}}
+    refused = encode_event(Admitted(event, outcome.state))
     assert isinstance(refused, Refused)
     assert (refused.violation.code, refused.violation.rule) == ("record_limit_exceeded", "depth")
