@@ -4,7 +4,7 @@ and which SR-1 secrets each run registered.
 Role: plain configuration data read by ``app.core.admission.decide``. The shell builds it from
 settings (and from the run's BYOK vault for secrets); the core never reads the environment.
 
-May import: the standard library only.
+May import: the standard library and app.core.limits (pure data).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
+
+from app.core.limits import Limits
 
 __all__ = [
     "SURFACE_KIND",
@@ -56,12 +58,15 @@ class HostPolicy:
       (openwop-a2ui.md §14: values the run's vault resolved at user/tenant/run scope). A run
       without an entry has no secrets. The shell replaces the policy (``dataclasses.replace``)
       when a run registers a new secret; decisions already made are not revisited.
+    - ``limits``: the resource limits of the ``limits`` step (``app.core.limits.Limits``;
+      docs/admission.md "Limits").
     """
 
     kinds: tuple[str, ...] = (SURFACE_KIND,)
     schema_versions: Mapping[str, int] = field(default_factory=_default_versions)
     strictness: Strictness = "warn"
     secrets: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    limits: Limits = Limits()
 
     def __post_init__(self) -> None:
         # Operator errors: refuse to build a policy the core cannot honour.
