@@ -33,6 +33,12 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import (
+    CorruptRecordException,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 
 from app.core.dead_letter import dead_letter
 from app.core.fold import apply
@@ -251,7 +257,26 @@ class ValidatorLoop:
                         type(exc).__name__,
                         failures,
                     )
-                    await self._rewind()
+                    await self._rewind_until_done(stopping)
+
+    async def _rewind_until_done(self, stopping: asyncio.Event) -> None:
+        """Rewind, retrying while the broker is away: rewinding starts a producer and reads
+        the log, which fail until it is back. Found by `a2ui-stream soak` (broker-restart,
+        docs/reliability.md): one failed rewind crashed the validator service and the worker
+        exited, leaving its partitions undecided."""
+        delay = 0.5
+        while not stopping.is_set():
+            try:
+                await self._rewind()
+                return
+            except Exception as exc:
+                log.error(
+                    "validator: rewind failed (%s); retrying in %.1f s",
+                    type(exc).__name__,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(10.0, delay * 2)
 
     async def _process_isolated(self, batch: dict[TopicPartition, list[Any]]) -> None:
         """After repeated failures: one record per transaction, so one record the broker will
@@ -263,6 +288,8 @@ class ValidatorLoop:
                 try:
                     await self._process({tp: [record]})
                 except Exception as exc:
+                    if not _the_records_fault(exc):
+                        raise  # e.g. the broker is away: rewind and retry, record unjudged
                     log.error(
                         "validator: record %d:%d cannot be recorded (%s); dead-lettering "
                         "it without its bytes",
@@ -532,6 +559,27 @@ class ValidatorLoop:
             if high is not None and nxt is not None:
                 lags[tp.partition] = max(0, high - nxt)
         return lags
+
+
+# What the broker refuses because of the record itself. Anything else (a connection lost, a
+# timeout, a coordinator moving) says nothing about the record: dead-lettering it as
+# unrecordable then would give a good record the wrong outcome.
+_RECORD_FAULTS = (
+    MessageSizeTooLargeError,
+    RecordTooLargeError,
+    RecordListTooLargeError,
+    CorruptRecordException,
+    ValueError,  # _send_batches: larger than a whole record batch
+)
+
+
+def _the_records_fault(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, _RECORD_FAULTS):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 def _tp(loop: ValidatorLoop, partition: int) -> TopicPartition:
