@@ -11,7 +11,9 @@ policy. It gives the one correct outcome of every admission record (by its parti
 offset), so every log event and dead letter, which name their source record in the
 ``a2ui-source`` header, can be matched to it, whatever crashed in between:
 
-- lost: a record whose outcome (event or dead letter) is absent;
+- lost: a record whose outcome (event or dead letter) is absent although the validator's group
+  committed past it (an absent outcome at or past the committed offset is pending: the
+  pipeline stalled there, which fails the scenario too, but nothing was dropped);
 - duplicated: a second outcome for one record, an output for a record the oracle says is an E2
   duplicate (a correlationId recorded twice), or a ``runId#sequence`` written twice;
 - mis-ordered: a run whose log is not gap-free (0, 1, 2, ...) or whose events do not come from
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from aiokafka import AIOKafkaConsumer
 
 from app.core.patch import json_equal
 from app.core.payload_rules import PayloadRules
@@ -37,7 +40,7 @@ from app.core.run_state import RunState
 from app.core.subscriber import SubscriberView
 from app.core.surfaces import Projection, replay
 from app.core.validator import Append, AppendMany, Duplicate, Reject, SourceRecord, validate
-from app.shell.kafka_io import read_topic
+from app.shell.kafka_io import partitions_of, read_topic
 from app.shell.validator_loop import SOURCE_HEADER
 
 __all__ = [
@@ -45,6 +48,7 @@ __all__ = [
     "Oracle",
     "Outputs",
     "Want",
+    "committed_offsets",
     "compare_surfaces",
     "converged",
     "oracle",
@@ -155,6 +159,7 @@ class Accounting:
     refused: int = 0
     deduplicated: int = 0
     lost: int = 0
+    pending: int = 0
     duplicated: int = 0
     misordered: int = 0
     wrong: int = 0
@@ -168,7 +173,8 @@ class Accounting:
 
     @property
     def ok(self) -> bool:
-        return self.balanced and not (self.lost or self.duplicated or self.misordered or self.wrong)
+        faults = self.lost or self.pending or self.duplicated or self.misordered or self.wrong
+        return self.balanced and not faults
 
     def line(self) -> str:
         sign = "=" if self.balanced else "!="
@@ -176,6 +182,7 @@ class Accounting:
             f"published={self.published} {sign} admitted={self.admitted} + "
             f"refused={self.refused} + deduplicated={self.deduplicated}; lost={self.lost} "
             f"duplicated={self.duplicated} misordered={self.misordered} wrong={self.wrong}"
+            + (f" pending={self.pending}" if self.pending else "")
         )
 
     def note(self, problem: str) -> None:
@@ -183,8 +190,12 @@ class Accounting:
             self.problems.append(problem)
 
 
-def tally(published: int, want: Oracle, got: Outputs) -> Accounting:
-    """Match every output to its source record and the oracle (module docstring)."""
+def tally(
+    published: int, want: Oracle, got: Outputs, committed: Mapping[int, int] | None = None
+) -> Accounting:
+    """Match every output to its source record and the oracle (module docstring);
+    ``committed``: the validator group's committed admission offsets, by partition (without
+    them every absent outcome counts as lost)."""
     acc = Accounting(published=published, events=len(got.events), runs=len(want.runs))
     by_source: dict[Source | None, list[tuple[str, Any]]] = defaultdict(list)
     for event, src in got.events:
@@ -196,7 +207,13 @@ def tally(published: int, want: Oracle, got: Outputs) -> Accounting:
             acc.wrong += len(outputs)
             acc.note(f"{len(outputs)} output(s) for an unknown source {src}")
     for src, wanted in want.wants.items():
-        _match(acc, src, wanted, by_source.get(src, []))
+        outputs = by_source.get(src, [])
+        beyond = committed is not None and src[1] >= committed.get(src[0], 0)
+        if not outputs and beyond and wanted.kind != "deduplicated":
+            acc.pending += 1
+            acc.note(f"{src}: no outcome yet, at or past the committed offset")
+            continue
+        _match(acc, src, wanted, outputs)
     keys = Counter((event["runId"], event["sequence"]) for event, _src in got.events)
     for key, n in keys.items():
         if n > 1:
@@ -241,6 +258,21 @@ def _match(acc: Accounting, src: Source, wanted: Want, outputs: list[tuple[str, 
     if not right:
         acc.wrong += 1
         acc.note(f"{src}: got {outputs[:3]}, the oracle says {wanted}")
+
+
+async def committed_offsets(bootstrap: str, group_id: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets on ``topic``, by partition (0 where none)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group_id, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        return {
+            tp.partition: await consumer.committed(tp) or 0
+            for tp in await partitions_of(consumer, topic)
+        }
+    finally:
+        await consumer.stop()
 
 
 def compare_surfaces(

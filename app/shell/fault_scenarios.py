@@ -36,7 +36,14 @@ import orjson
 
 from app.core.subscriber import SubscriberView
 from app.shell.broker import Broker
-from app.shell.fault_accounting import Accounting, Outputs, oracle, read_outputs, tally
+from app.shell.fault_accounting import (
+    Accounting,
+    Outputs,
+    committed_offsets,
+    oracle,
+    read_outputs,
+    tally,
+)
 from app.shell.fault_kit import (
     RULES,
     Published,
@@ -93,6 +100,7 @@ class Report:
             "refused": acc.refused,
             "deduplicated": acc.deduplicated,
             "lost": acc.lost,
+            "pending": acc.pending,
             "duplicated": acc.duplicated,
             "misordered": acc.misordered,
             "wrong": acc.wrong,
@@ -247,7 +255,10 @@ class Stage:
                 )
                 break
             await asyncio.sleep(1.0)
-        return tally(len(admission), want, got), got
+        committed = await committed_offsets(
+            self.broker.bootstrap, f"{self.settings.app_id}-validator", self.topics["admission"]
+        )
+        return tally(len(admission), want, got, committed), got
 
     async def finish(
         self,

@@ -45,6 +45,7 @@ COUNTS = (
     "refused",
     "deduplicated",
     "lost",
+    "pending",
     "duplicated",
     "misordered",
     "wrong",
@@ -82,6 +83,9 @@ def add_parser(sub: Any) -> None:
         help="profile fuzzing cases per fuzz test after the scenarios (default 100000, about "
         "40 min on 2 cores; 0 skips)",
     )
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the worker logs even when all is clean"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=_run)
 
@@ -104,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         )
         return 2
     _quiet_clients()
-    result = asyncio.run(soak(names, args.minutes, args.size, args.seed))
+    result = asyncio.run(soak(names, args.minutes, args.size, args.seed, args.keep_logs))
     result["fuzz"] = run_fuzz(args.fuzz_examples)
     result["ok"] = result["ok"] and result["fuzz"]["status"] in ("passed", "absent", "skipped")
     emit(result, args.json, _table)
@@ -115,7 +119,9 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-async def soak(names: list[str], minutes: float, size: int, seed: int) -> dict[str, Any]:
+async def soak(
+    names: list[str], minutes: float, size: int, seed: int, keep_logs: bool = False
+) -> dict[str, Any]:
     broker = start_broker(log=_say)
     _say(f"soak: {broker.summary()}")
     tmp = Path(tempfile.mkdtemp(prefix="a2ui-soak-"))
@@ -138,10 +144,11 @@ async def soak(names: list[str], minutes: float, size: int, seed: int) -> dict[s
             passes += 1
     finally:
         broker.stop()
-        if failed is None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
+        keep = keep_logs or failed is not None
+        if keep:
             _say(f"soak: worker logs kept in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     return {
         "command": "soak",
         "ok": failed is None,
@@ -155,7 +162,7 @@ async def soak(names: list[str], minutes: float, size: int, seed: int) -> dict[s
         "scenarios": _aggregate(reports),
         "totals": _totals(reports),
         "runs": [r.as_dict() for r in reports],
-        "logs": str(tmp) if failed is not None else None,
+        "logs": str(tmp) if keep else None,
     }
 
 

@@ -106,3 +106,18 @@ def test_a_reordered_run_and_a_wrong_code_are_counted(
     acc = tally(len(records), want, got)
     assert acc.misordered == 1 and acc.lost == 0 and acc.duplicated == 0
     assert acc.wrong == 3  # the two swapped events (each names another record) + the code
+
+
+def test_an_absent_outcome_past_the_committed_offset_is_pending_not_lost(
+    setup: tuple[list[Record], Oracle],
+) -> None:
+    records, want = setup
+    got = _perfect(want)
+    # The pipeline stalled: partition 0 has outcomes only below offset 10, and committed 10.
+    got.events = [e for e in got.events if e[1][0] != 0 or e[1][1] < 10]
+    got.dead_letters = [d for d in got.dead_letters if d[1][0] != 0 or d[1][1] < 10]
+    acc = tally(len(records), want, got, committed={0: 10, 1: 10**6, 2: 10**6})
+    assert acc.lost == 0 and acc.pending > 0 and acc.duplicated == 0 and not acc.ok
+    # Committed past them, the same absences are losses.
+    acc = tally(len(records), want, got, committed={0: 10**6, 1: 10**6, 2: 10**6})
+    assert acc.lost > 0 and acc.pending == 0
