@@ -263,18 +263,23 @@ async def test_a_late_subscriber_gets_the_current_surfaces_at_once(
 ) -> None:
     await apply_topics(broker, settings)
     run = "run-late"
-    records = [envelope(run, 0, [create("s"), _components("s", ["early"])], "s"),
-               envelope(run, 1, [_components("s", ["current"])], "s")]
+    records = [
+        envelope(run, 0, [create("s"), _components("s", ["early"])], "s"),
+        envelope(run, 1, [_components("s", ["current"])], "s"),
+    ]
     worker = WorkerProcess(broker, settings, "w1", tmp_path)
     worker.start()
     try:
-        await publish(broker.bootstrap, next(s.name for s in desired_for(settings)
-                                             if s.id == "admission"),
-                      [Published(run, run.encode(), orjson.dumps(r), None) for r in records])
+        await publish(
+            broker.bootstrap,
+            next(s.name for s in desired_for(settings) if s.id == "admission"),
+            [Published(run, run.encode(), orjson.dumps(r), None) for r in records],
+        )
         await wait_for_outcomes(broker, settings, 2, timeout=120, workers=[worker])
         # Registered only now: no further change will come, yet the surface must arrive.
-        late = SubscriberClient(broker.bootstrap, f"late-{settings.app_id}", runs=[run],
-                                delta=True, settings=settings)
+        late = SubscriberClient(
+            broker.bootstrap, f"late-{settings.app_id}", runs=[run], delta=True, settings=settings
+        )
         await late.register()
         got: dict = {}
         stop = asyncio.Event()
