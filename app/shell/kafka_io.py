@@ -51,9 +51,17 @@ async def read_topic(
     isolation: str = "read_uncommitted",
     partitions: list[int] | None = None,
     timeout: float = 30.0,
+    stable: float = 0.0,
 ) -> list[Any]:
     """Every record of ``topic`` (or of the given partitions) from the beginning to the end
-    offsets observed at the start; bounded by ``timeout`` seconds."""
+    offsets observed at the start; bounded by ``timeout`` seconds.
+
+    ``stable`` (with ``read_committed``): then keep reading, for up to that many seconds,
+    until each partition's last stable offset has reached its high watermark, i.e. every
+    transaction that wrote there has completed. A transaction whose commit was acknowledged
+    has its markers written afterwards (seconds later while a broker recovers), and until
+    then its records are invisible here: a reader that must not miss its own committed
+    transactions waits for them."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation
     )
@@ -78,9 +86,26 @@ async def read_topic(
                 records.extend(tp_records)
         else:
             raise TimeoutError(f"reading {topic} did not reach its end within {timeout:.0f}s")
+        settle = loop.time() + stable
+        while stable and loop.time() < settle and not await _stable(consumer, tps):
+            batch = await consumer.getmany(timeout_ms=200)
+            for tp_records in batch.values():
+                records.extend(tp_records)
         return records
     finally:
         await consumer.stop()
+
+
+async def _stable(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> bool:
+    """Every partition read up to its last stable offset, which has reached the high watermark
+    (both are known only after a fetch response for the partition)."""
+    for tp in tps:
+        lso, high = consumer.last_stable_offset(tp), consumer.highwater(tp)
+        if lso is not None and lso < 0:
+            continue  # a broker without transactions (tansu) reports none: nothing pends
+        if lso is None or high is None or lso < high or await consumer.position(tp) < lso:
+            return False
+    return True
 
 
 async def read_range(

@@ -66,6 +66,10 @@ log = logging.getLogger("a2ui_stream.validator")
 
 SOURCE_HEADER = "a2ui-source"
 ISOLATE_AFTER_FAILURES = 3
+# How long a restore waits for the transactions pending on its log and dead-letter partitions
+# to complete (their markers); past it, it reads what is visible, as before. A dead member's
+# open transaction also holds them until its timeout (30 s): the wait is bounded for that.
+STABLE_SECONDS = 10.0
 
 
 def now_rfc3339() -> str:
@@ -107,8 +111,8 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         async with self.loop.lock:
-            for tp in assigned:
-                await self.loop.restore(tp)
+            # Concurrently: each restore may wait (bounded) for a pending transaction.
+            await asyncio.gather(*(self.loop.restore(tp) for tp in assigned))
 
 
 class ValidatorLoop:
@@ -185,9 +189,16 @@ class ValidatorLoop:
 
     async def restore(self, tp: TopicPartition) -> None:
         """Rebuild partition ``tp``'s run states from the log, and the set of source offsets
-        past the committed offset that already have an outcome."""
+        past the committed offset that already have an outcome; then fetch from that offset.
+
+        The log and dead letters are read until no transaction is pending on them (``stable``)
+        and only then is the committed offset fetched, and the consumer is moved to it: after a
+        broker restart the markers of our last acknowledged transaction arrive seconds late,
+        and the consumer's own position came from a committed offset fetched before them.
+        Reading the state early and fetching from that stale position decided records twice
+        (found by `a2ui-stream soak`, broker-restart, docs/reliability.md). Outputs past a
+        committed offset that is still stale are in ``seen`` and skipped."""
         assert self.consumer is not None
-        committed = await self.consumer.committed(tp) or 0
         state = _PartitionState()
         log_records = await read_topic(
             self.config.bootstrap,
@@ -195,7 +206,17 @@ class ValidatorLoop:
             isolation="read_committed",
             partitions=[tp.partition],
             timeout=300,
+            stable=STABLE_SECONDS,
         )
+        dead = await read_topic(
+            self.config.bootstrap,
+            self.config.deadletter_topic,
+            isolation="read_committed",
+            partitions=[tp.partition],
+            timeout=300,
+            stable=STABLE_SECONDS,
+        )
+        committed = await self.consumer.committed(tp) or 0
         for record in log_records:
             if record.key is None:
                 continue
@@ -206,17 +227,11 @@ class ValidatorLoop:
             event = orjson.loads(record.value)
             state.runs[run_id] = apply(state.runs.get(run_id) or RunState.initial(run_id), event)
             _note_source(state.seen, record, tp.partition, committed)
-        dead = await read_topic(
-            self.config.bootstrap,
-            self.config.deadletter_topic,
-            isolation="read_committed",
-            partitions=[tp.partition],
-            timeout=300,
-        )
         for record in dead:
             _note_source(state.seen, record, tp.partition, committed)
         self.partitions[tp.partition] = state
         self.positions[tp.partition] = committed
+        self.consumer.seek(tp, committed)
         log.info(
             "validator: partition %d restored: %d runs from %d log records, %d outcomes past "
             "offset %d",
@@ -381,7 +396,10 @@ class ValidatorLoop:
                 return runs.get(run_id) or part.runs.get(run_id)
 
             for record in records:
-                if record.offset in part.seen:
+                if record.offset in part.seen or record.offset < self.positions[tp.partition]:
+                    # Decided already: its outcome is in the log or dead letters, or it lies
+                    # before the offset this partition's state was rebuilt for (a fetch
+                    # position the client reset on its own must not decide it again).
                     counts.append(("skipped", None))
                     continue
                 source = SourceRecord(
@@ -538,13 +556,8 @@ class ValidatorLoop:
             with contextlib.suppress(Exception):
                 await self.producer.stop()
             self.producer = await self._start_producer()
-        for tp in list(self.consumer.assignment()):
-            await self.restore(tp)
-            committed = await self.consumer.committed(tp)
-            if committed is None:
-                await self.consumer.seek_to_beginning(tp)
-            else:
-                self.consumer.seek(tp, committed)
+        # Each restore moves its partition's fetch position to the offset it rebuilt for.
+        await asyncio.gather(*(self.restore(tp) for tp in list(self.consumer.assignment())))
 
     def lag(self) -> dict[int, int]:
         """Records not yet processed, per assigned admission partition (high watermark minus
