@@ -122,9 +122,11 @@ def _say(message: str) -> None:
 async def soak(
     names: list[str], minutes: float, size: int, seed: int, keep_logs: bool = False
 ) -> dict[str, Any]:
-    broker = start_broker(log=_say)
-    _say(f"soak: {broker.summary()}")
     tmp = Path(tempfile.mkdtemp(prefix="a2ui-soak-"))
+    # With --keep-logs a local Apache Kafka keeps its log directory beside the worker logs, so
+    # a failure can be read back from the topics (kafka.tools.DumpLogSegments).
+    broker = start_broker(log=_say, data_dir=tmp / "broker" if keep_logs else None)
+    _say(f"soak: {broker.summary()}")
     reports: list[Report] = []
     deadline = time.monotonic() + minutes * 60
     started = time.monotonic()
