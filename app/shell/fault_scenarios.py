@@ -578,9 +578,15 @@ async def resync_storm(broker: Broker, size: int, tmp: Path, seed: int = 1) -> R
         report.figures["resync requests"] = fleet.resyncs_requested
         report.figures["resyncs answered"] = answered
         report.figures["frames delivered"] = sum(fleet.frames.values())
+        # Each worker restores each partition it is given: more restores than partitions means
+        # the projector group rebalanced during the scenario, which nothing here injected.
+        restores = sum(w.log_count(b"projector: partition") for w in workers)
+        report.figures["projector partition restores"] = restores
         if answered != fleet.resyncs_requested:
+            moved = restores > stage.settings.partitions
             report.failures.append(
                 f"{answered} resyncs answered for {fleet.resyncs_requested} requests"
+                + ("; the projector group rebalanced meanwhile (not injected)" if moved else "")
             )
         report.subscribers = subscribers
         return report

@@ -86,6 +86,11 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep the worker logs even when all is clean"
     )
+    parser.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="run on after a failing scenario (default: stop at the first, keeping its logs)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=_run)
 
@@ -108,7 +113,9 @@ def _run(args: argparse.Namespace) -> int:
         )
         return 2
     _quiet_clients()
-    result = asyncio.run(soak(names, args.minutes, args.size, args.seed, args.keep_logs))
+    result = asyncio.run(
+        soak(names, args.minutes, args.size, args.seed, args.keep_logs, args.keep_going)
+    )
     result["fuzz"] = run_fuzz(args.fuzz_examples)
     result["ok"] = result["ok"] and result["fuzz"]["status"] in ("passed", "absent", "skipped")
     emit(result, args.json, _table)
@@ -120,7 +127,12 @@ def _say(message: str) -> None:
 
 
 async def soak(
-    names: list[str], minutes: float, size: int, seed: int, keep_logs: bool = False
+    names: list[str],
+    minutes: float,
+    size: int,
+    seed: int,
+    keep_logs: bool = False,
+    keep_going: bool = False,
 ) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="a2ui-soak-"))
     # With --keep-logs a local Apache Kafka keeps its log directory beside the worker logs, so
@@ -133,7 +145,7 @@ async def soak(
     failed: Report | None = None
     try:
         passes = 0
-        while failed is None and (passes == 0 or time.monotonic() < deadline):
+        while (failed is None or keep_going) and (passes == 0 or time.monotonic() < deadline):
             for name in names:
                 if passes and time.monotonic() >= deadline:
                     break
@@ -141,8 +153,9 @@ async def soak(
                 reports.append(report)
                 _say(str(report))
                 if not report.ok:
-                    failed = report
-                    break
+                    failed = failed or report
+                    if not keep_going:
+                        break
             passes += 1
     finally:
         broker.stop()
@@ -173,12 +186,19 @@ def _aggregate(reports: list[Report]) -> dict[str, dict[str, Any]]:
     for report in reports:
         row = out.setdefault(
             report.scenario,
-            {"runs": 0, "skipped": None, "faults": Counter(), **dict.fromkeys(COUNTS, 0)},
+            {
+                "runs": 0,
+                "failed": 0,
+                "skipped": None,
+                "faults": Counter(),
+                **dict.fromkeys(COUNTS, 0),
+            },
         )
         if report.skipped is not None:
             row["skipped"] = report.skipped
             continue
         row["runs"] += 1
+        row["failed"] += not report.ok
         row["faults"].update(report.faults)
         data = report.as_dict()
         for name in COUNTS:
@@ -192,6 +212,7 @@ def _totals(reports: list[Report]) -> dict[str, Any]:
     ran = [r for r in reports if r.skipped is None]
     totals: dict[str, Any] = {name: sum(r.as_dict()[name] for r in ran) for name in COUNTS}
     totals["scenario_runs"] = len(ran)
+    totals["failed_runs"] = sum(not r.ok for r in ran)
     totals["faults_injected"] = sum(sum(r.faults.values()) for r in ran)
     return totals
 
@@ -233,7 +254,7 @@ def _table(result: dict[str, Any]) -> str:
         f"soak: {runs} scenario runs ({passes}) in {result['minutes']} min, "
         f"{result['size']:,} records per scenario run, {result['broker']}, {result['machine']}"
     )
-    columns = ("runs", "faults", *COUNTS)
+    columns = ("runs", "failed", "faults", *COUNTS)
     rows: list[tuple[str, ...]] = [("scenario", *columns)]
     skipped: list[str] = []
     for name, row in result["scenarios"].items():
@@ -241,10 +262,19 @@ def _table(result: dict[str, Any]) -> str:
             skipped.append(f"  {name}: skipped ({row['skipped']})")
             continue
         counts = tuple(f"{row[c]:,}" for c in COUNTS)
-        rows.append((name, str(row["runs"]), str(sum(row["faults"].values())), *counts))
+        injected = str(sum(row["faults"].values()))
+        rows.append((name, str(row["runs"]), str(row["failed"]), injected, *counts))
     totals = result["totals"]
     counts = tuple(f"{totals[c]:,}" for c in COUNTS)
-    rows.append(("total", str(totals["scenario_runs"]), str(totals["faults_injected"]), *counts))
+    rows.append(
+        (
+            "total",
+            str(totals["scenario_runs"]),
+            str(totals["failed_runs"]),
+            str(totals["faults_injected"]),
+            *counts,
+        )
+    )
     widths = [max(len(r[i]) for r in rows) for i in range(len(columns) + 1)]
     lines = [head]
     for r in rows:
