@@ -179,6 +179,11 @@ class HttpApi:
             {"Allow": allowed},
         )
 
+    async def _lookup(self, run_id: str) -> RunLog | None:
+        """The run as this worker's log tail holds it, read up to the log's end before
+        answering "not found" (another worker may have just recorded it)."""
+        return await self.index.lookup(run_id, self.wait_seconds)
+
     def _not_found(self, run_id: str) -> web.Response:
         return _error(error("not_found", f"run {run_id!r} has no recorded event"))
 
@@ -212,7 +217,7 @@ class HttpApi:
         if rest == "/events/poll" and not v1:
             return await self._poll(request, run_id)
         if rest == "":
-            return self._status(request, run_id)
+            return await self._status(request, run_id)
         if rest == ":fork":
             return await self._fork(request, run_id, prefix)
         if rest == "/envelopes":
@@ -227,11 +232,11 @@ class HttpApi:
                 return await self._resolve(request, run_id, node)
         return _error(error("not_found", f"no endpoint {prefix}{{runId}}{rest}"))
 
-    def _status(self, request: web.Request, run_id: str) -> web.StreamResponse:
+    async def _status(self, request: web.Request, run_id: str) -> web.StreamResponse:
         wrong = self._method(request, "GET")
         if wrong is not None:
             return wrong
-        run = self.index.get(run_id)
+        run = await self._lookup(run_id)
         if run is None:
             return self._not_found(run_id)
         return _json(200, self._run_doc(run))
@@ -265,7 +270,7 @@ class HttpApi:
         if isinstance(after, HttpError):
             return _error(after)
         delta = v1 and self.delta_transport and request.query.get("a2uiDelta") in ("1", "true")
-        run = self.index.get(run_id)
+        run = await self._lookup(run_id)
         if run is None:
             return self._not_found(run_id)
         accept = request.headers.get("Accept", "")
@@ -291,7 +296,7 @@ class HttpApi:
         if isinstance(query, HttpError):
             return _error(query)
         after, timeout = query
-        run = self.index.get(run_id)
+        run = await self._lookup(run_id)
         if run is None:
             return self._not_found(run_id)
         return _json(200, await self.streams.poll(run, after, timeout))
@@ -417,7 +422,7 @@ class HttpApi:
         body = await _body(request)
         if isinstance(body, HttpError):
             return _error(body)
-        source = self.index.get(run_id)
+        source = await self._lookup(run_id)
         if source is None:
             return self._not_found(run_id)
         point = ForkPoint(source.last_sequence, [(e.partition, e.offset) for e in source.events])
@@ -510,7 +515,7 @@ class HttpApi:
         wrong = self._method(request, "POST")
         if wrong is not None:
             return wrong
-        if self.index.get(run_id) is None:
+        if await self._lookup(run_id) is None:
             return self._not_found(run_id)
         done = await self._command(run_id, {"type": "run.cancel"})
         if isinstance(done, web.Response):
@@ -526,7 +531,7 @@ class HttpApi:
             return _error(body)
         if not isinstance(body, dict) or "resumeValue" not in body:
             return _error(error("validation_error", "the body is {resumeValue}"))
-        run = self.index.get(run_id)
+        run = await self._lookup(run_id)
         if run is None:
             return self._not_found(run_id)
         command = {
@@ -548,7 +553,7 @@ class HttpApi:
         body = await _body(request)
         if isinstance(body, HttpError):
             return _error(body)
-        run = self.index.get(run_id)
+        run = await self._lookup(run_id)
         if run is None:
             return self._not_found(run_id)
         sid = body.get("surfaceId", V1_SURFACE_ID) if isinstance(body, dict) else None

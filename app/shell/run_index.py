@@ -99,6 +99,8 @@ class RunIndex:
         self.outcomes: OrderedDict[str, Outcome] = OrderedDict()
         self._outcome_waiters: dict[str, list[asyncio.Future[Outcome]]] = {}
         self._consumer: AIOKafkaConsumer | None = None
+        self._log_tps: list[Any] = []
+        self._progress = asyncio.Event()  # set (and replaced) after every fetch round
         self.partitions = 0
 
     async def start(self) -> None:
@@ -113,6 +115,7 @@ class RunIndex:
         log_tps = await partitions_of(consumer, self.log_topic)
         dead_tps = await partitions_of(consumer, self.deadletter_topic)
         self.partitions = len(log_tps)
+        self._log_tps = log_tps
         consumer.assign(log_tps + dead_tps)
         await consumer.seek_to_beginning(*log_tps)
         if dead_tps:
@@ -146,6 +149,8 @@ class RunIndex:
                 found = self.runs.get(run_id)
                 if found is not None:
                     found.notify()
+            self._progress.set()
+            self._progress = asyncio.Event()
             if not self.ready.is_set() and await self._caught_up(consumer):
                 log.info("run index: caught up with the log (%d runs)", len(self.runs))
                 self.ready.set()
@@ -236,6 +241,44 @@ class RunIndex:
 
     def get(self, run_id: str) -> RunLog | None:
         return self.runs.get(run_id)
+
+    async def lookup(self, run_id: str, timeout: float) -> RunLog | None:
+        """The run, or None only once this worker has read the log up to where it ended when
+        asked. Read-your-writes across workers: a run that another worker has just recorded
+        (and answered 201 for) is never "not found" here merely because this worker's tail is
+        a few records behind. Known runs answer at once; waits at most ``timeout`` seconds."""
+        found = self.runs.get(run_id)
+        if found is not None:
+            return found
+        await self.read_to_end(timeout)
+        return self.runs.get(run_id)
+
+    async def read_to_end(self, timeout: float) -> bool:
+        """Wait until every log partition has been read up to its last stable offset as of
+        now (read_committed end offsets). False when that did not happen within ``timeout``."""
+        consumer = self._consumer
+        if consumer is None or not self._log_tps:
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            ends = await asyncio.wait_for(consumer.end_offsets(self._log_tps), timeout)
+        except Exception as exc:  # the broker is away: answer from what has been read
+            log.warning("run index: end offsets unavailable (%s)", type(exc).__name__)
+            return False
+        while True:
+            behind = False
+            for tp, end in ends.items():
+                if await consumer.position(tp) < end:
+                    behind = True
+                    break
+            if not behind:
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._progress.wait(), remaining)
 
     async def outcome_of(self, partition: int, offset: int, timeout: float) -> Outcome | None:
         """The outcome of the admission record at ``partition:offset``, waiting at most
