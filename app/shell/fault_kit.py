@@ -491,6 +491,18 @@ async def wait_for_outcomes(
     return observed
 
 
+def _first_difference(got: list[str], want: list[str]) -> str:
+    """Where a run's recorded correlationIds first depart from the oracle's, with context."""
+    at = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
+    missing = [c for c in want if c not in set(got)]
+    extra = [c for c in got if c not in set(want)]
+    return (
+        f"first difference at sequence {at}: recorded {got[max(0, at - 2) : at + 3]}, "
+        f"oracle {want[max(0, at - 2) : at + 3]}; {len(got)} recorded vs {len(want)} expected; "
+        f"missing {missing[:5]}, extra {extra[:5]}"
+    )
+
+
 def account(published: list[Published], expected: Expected, observed: Observed) -> str:
     """Check "nothing lost, nothing duplicated, per-run order" and return the printed line."""
     by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -503,7 +515,8 @@ def account(published: list[Published], expected: Expected, observed: Observed) 
         sequences = [e["sequence"] for e in events]
         assert sequences == list(range(len(events))), f"{run}: sequence gaps or disorder"
         got = [e["causationId"] for e in events]
-        assert got == expected.admitted.get(run, []), f"{run}: log differs from the oracle"
+        want = expected.admitted.get(run, [])
+        assert got == want, f"{run}: log differs from the oracle: {_first_difference(got, want)}"
     assert set(by_run) == set(expected.admitted), "runs missing from the log"
     sources = Counter(
         (d["source"]["partition"], d["source"]["offset"]) for d in observed.dead_letters

@@ -106,11 +106,13 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
         # Wait for the batch in flight to commit, then forget the partitions' state.
         async with self.loop.lock:
+            self.loop.generation += 1
             for tp in revoked:
                 self.loop.partitions.pop(tp.partition, None)
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         async with self.loop.lock:
+            self.loop.generation += 1
             # Concurrently: each restore may wait (bounded) for a pending transaction.
             await asyncio.gather(*(self.loop.restore(tp) for tp in assigned))
 
@@ -130,6 +132,9 @@ class ValidatorLoop:
         self.transactional = False
         self.ready = asyncio.Event()
         self.positions: dict[int, int] = {}  # next admission offset to process, per partition
+        # Bumped by every assignment, revocation and rewind (each moves fetch positions): a
+        # batch gathered across one is dropped and fetched again from the restored positions.
+        self.generation = 0
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -253,10 +258,19 @@ class ValidatorLoop:
         self.ready.set()
         failures = 0
         while not stopping.is_set():
+            generation = self.generation
             batch = await self._gather_batch()
             if not batch:
                 continue
             async with self.lock:
+                if generation != self.generation:
+                    # A rebalance ran while this batch was gathered: the listener runs beside
+                    # getmany, so the batch may hold records fetched before its restore moved
+                    # the positions, and again after it. Fetch it again (found by CI:
+                    # test_crash_safety_under_sigkill decided such records twice).
+                    log.info("validator: dropping a batch gathered across a rebalance")
+                    self._seek_to_positions()
+                    continue
                 try:
                     if failures >= ISOLATE_AFTER_FAILURES:
                         await self._process_isolated(batch)
@@ -273,6 +287,15 @@ class ValidatorLoop:
                         failures,
                     )
                     await self._rewind_until_done(stopping)
+
+    def _seek_to_positions(self) -> None:
+        """Fetch every assigned partition again from the next offset to decide (records the
+        dropped batch held past it are fetched again, none is skipped)."""
+        assert self.consumer is not None
+        for tp in self.consumer.assignment():
+            position = self.positions.get(tp.partition)
+            if position is not None and tp.partition in self.partitions:
+                self.consumer.seek(tp, position)
 
     async def _rewind_until_done(self, stopping: asyncio.Event) -> None:
         """Rewind, retrying while the broker is away: rewinding starts a producer and reads
@@ -395,13 +418,17 @@ class ValidatorLoop:
             ) -> RunState | None:
                 return runs.get(run_id) or part.runs.get(run_id)
 
+            # The next offset to decide: offsets only grow, so a record below it was decided
+            # already (before the offset this partition's state was rebuilt for, or earlier in
+            # this very batch after a fetch position moved back) and is never decided again.
+            nxt = self.positions[tp.partition]
             for record in records:
-                if record.offset in part.seen or record.offset < self.positions[tp.partition]:
-                    # Decided already: its outcome is in the log or dead letters, or it lies
-                    # before the offset this partition's state was rebuilt for (a fetch
-                    # position the client reset on its own must not decide it again).
+                if record.offset < nxt or record.offset in part.seen:
+                    # Decided already: see above, or its outcome is in the log or dead letters.
                     counts.append(("skipped", None))
+                    nxt = max(nxt, record.offset + 1)
                     continue
+                nxt = record.offset + 1
                 source = SourceRecord(
                     tp.topic, tp.partition, record.offset, record.key, record.value
                 )
@@ -449,7 +476,7 @@ class ValidatorLoop:
                     counts.append(("refused", out.code))
                 elif isinstance(out, Duplicate):
                     counts.append(("deduplicated", None))
-            offsets[tp] = records[-1].offset + 1
+            offsets[tp] = nxt  # never below the committed offset, whatever the batch held
         if not offsets:
             return
         await self._send_and_commit(sends, offsets)
@@ -557,6 +584,7 @@ class ValidatorLoop:
                 await self.producer.stop()
             self.producer = await self._start_producer()
         # Each restore moves its partition's fetch position to the offset it rebuilt for.
+        self.generation += 1
         await asyncio.gather(*(self.restore(tp) for tp in list(self.consumer.assignment())))
 
     def lag(self) -> dict[int, int]:
