@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -27,6 +28,7 @@ from app.core.topic_plan import subscriber_topic
 from app.shell.fault_accounting import compare_surfaces
 from app.shell.fault_kit import RULES, topic_names
 from app.shell.kafka_io import MAX_FETCH_BYTES
+from app.shell.projector_loop import RESYNC_HEADER
 from app.shell.settings import Settings
 from app.shell.topics_admin import ensure_topics, load_definitions
 
@@ -44,6 +46,11 @@ class SubscriberFleet:
     views: dict[str, SubscriberView] = field(default_factory=dict)
     frames: Counter[str] = field(default_factory=Counter)  # by kind, all subscribers
     resyncs_requested: int = 0
+    # the (partition, offset) of every resync request sent, and of every request an answer
+    # frame names (its a2ui-resync header); answers counts every answer frame
+    request_sources: set[tuple[int, int]] = field(default_factory=set)
+    answered_sources: set[tuple[int, int]] = field(default_factory=set)
+    answers: int = 0
 
     def __post_init__(self) -> None:
         definitions = load_definitions()
@@ -116,10 +123,22 @@ class SubscriberFleet:
                     sid = self.by_topic[tp.topic]
                     for record in records:
                         if record.value is not None:
+                            self._note_answer(record.headers)
                             await self._receive(sid, record.value)
         finally:
             with contextlib.suppress(Exception):
                 await consumer.stop()
+
+    def _note_answer(self, headers: Any) -> None:
+        for name, value in headers or ():
+            if name == RESYNC_HEADER:
+                partition, _, offset = value.decode().partition(":")
+                self.answered_sources.add((int(partition), int(offset)))
+                self.answers += 1
+
+    def unanswered(self) -> int:
+        """Resync requests sent that no answer frame has named yet."""
+        return len(self.request_sources - self.answered_sources)
 
     async def _receive(self, sid: str, frame: bytes) -> None:
         self.views[sid], outcome = receive(self.views[sid], frame, RULES)
@@ -134,7 +153,13 @@ class SubscriberFleet:
             return
         self.resyncs_requested += 1
         producer = await self._producer()
-        await producer.send(self.resync_topic, orjson.dumps(request), key=sid.encode())
+        sent = await producer.send(self.resync_topic, orjson.dumps(request), key=sid.encode())
+        sent.add_done_callback(self._note_request)
+
+    def _note_request(self, sent: asyncio.Future[Any]) -> None:
+        if not sent.cancelled() and sent.exception() is None:
+            metadata = sent.result()
+            self.request_sources.add((metadata.partition, metadata.offset))
 
     def held(self) -> int:
         return sum(len(view.surfaces) for view in self.views.values())
@@ -153,7 +178,8 @@ class SubscriberFleet:
                             self.resync_topic, orjson.dumps(request), key=sid.encode()
                         )
                     )
-        await asyncio.gather(*futures)
+        for metadata in await asyncio.gather(*futures):
+            self.request_sources.add((metadata.partition, metadata.offset))
         self.resyncs_requested += len(futures)
         return len(futures)
 

@@ -5,8 +5,13 @@ consumers:
 - the per-run log, in the consumer group ``<app id>-projector`` (read_committed; each worker
   projects the runs of the log partitions it owns);
 - the subscription registry (compacted, every worker reads all of it, from the beginning);
-- resync requests (every worker reads all of them from the moment it starts, and answers the
-  ones for runs it owns).
+- resync requests (every worker reads all of them, from ``RESYNC_LOOKBACK_SECONDS`` before it
+  starts, and answers the ones for runs it owns). A request published while no worker owned
+  its run (a restart, a rebalance) is answered by the next owner once it has restored the
+  run's partition: it answers the requests of the last ``RESYNC_LOOKBACK_SECONDS`` for that
+  partition's runs. An answer carries the request's ``a2ui-resync`` = ``partition:offset``
+  header; a request the previous owner answered too gets a second full frame, which is
+  idempotent for the subscriber.
 
 For each recorded event it calls ``app.core.surfaces.project`` and, for each surface change,
 ``app.core.frames.plan`` with the subscribers of that run, then writes each frame to its
@@ -23,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
+import time
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +51,12 @@ from app.shell.topics_admin import ensure_topics, load_definitions
 __all__ = ["ProjectorConfig", "ProjectorLoop"]
 
 log = logging.getLogger("a2ui_stream.projector")
+
+RESYNC_HEADER = "a2ui-resync"
+# How far back a new owner of a partition looks for resync requests nobody answered: longer
+# than a rebalance after a member's death (session timeout + join), short enough that a
+# restart does not answer requests from long ago again.
+RESYNC_LOOKBACK_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,8 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         async with self.loop.lock:
             for tp in assigned:
                 await self.loop.restore(tp)
+        for tp in assigned:  # the requests that waited for an owner (outside the lock)
+            self.loop.answer_missed_later(tp.partition)
 
 
 class ProjectorLoop:
@@ -95,6 +109,13 @@ class ProjectorLoop:
         self.producer: AIOKafkaProducer | None = None
         self.definitions = load_definitions()
         self.tasks: list[asyncio.Task[None]] = []
+        # resync requests seen in the last RESYNC_LOOKBACK_SECONDS: (timestamp ms, partition,
+        # offset, value), and the (partition, offset) of those this worker answered
+        self.recent_resyncs: deque[tuple[int, int, int, bytes]] = deque()
+        self.answered_resyncs: set[tuple[int, int]] = set()
+        self.resyncs_read = asyncio.Event()  # set whenever the resync tail reaches its end
+        self.resync_ends: dict[int, int] = {}
+        self.resync_positions: dict[int, int] = {}
 
     async def start(self) -> None:
         self.producer = AIOKafkaProducer(
@@ -230,13 +251,15 @@ class ProjectorLoop:
         self.fallbacks.update(planned.fallbacks)
         return [await self._send(send, change.key) for send in planned.sends]
 
-    async def _send(self, send: frames.Send, key: SurfaceKey) -> asyncio.Future[Any]:
+    async def _send(
+        self, send: frames.Send, key: SurfaceKey, headers: list[tuple[str, bytes]] | None = None
+    ) -> asyncio.Future[Any]:
         assert self.producer is not None
         topic = await self._subscriber_topic(send.subscriber_id)
         self.sent[send.kind] += 1
         self.digest_checks += send.reason == "digest"
         future: asyncio.Future[Any] = await self.producer.send(
-            topic, send.frame, key=f"{key.run_id}/{key.surface_id}".encode()
+            topic, send.frame, key=f"{key.run_id}/{key.surface_id}".encode(), headers=headers
         )
         return future
 
@@ -288,16 +311,97 @@ class ProjectorLoop:
                 self.failed[type(result).__name__] += 1
 
     async def _follow_resyncs(self, stopping: asyncio.Event) -> None:
-        async for _key, value, _live in _tail(
-            self.config.bootstrap, self.config.resync_topic, stopping, from_beginning=False
-        ):
-            if value is None:
-                continue
-            async with self.lock:
-                await self._answer(value)
+        """Tail the resync topic from RESYNC_LOOKBACK_SECONDS ago: requests that were already
+        there are only remembered (for a partition this worker is given later); new ones are
+        answered at once when their run is owned here."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.config.bootstrap,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="latest",
+        )
+        await consumer.start()
+        try:
+            tps = await partitions_of(consumer, self.config.resync_topic)
+            consumer.assign(tps)
+            lookback_ms = int(RESYNC_LOOKBACK_SECONDS * 1000)
+            since = int(time.time() * 1000) - lookback_ms
+            try:
+                starts = await consumer.offsets_for_times({tp: since for tp in tps}) if tps else {}
+            except Exception as exc:  # a broker without timestamp lookups: from the end
+                log.warning("projector: resync lookback unavailable (%s)", type(exc).__name__)
+                starts = {}
+            for tp in tps:
+                found = starts.get(tp)
+                if found is None:
+                    await consumer.seek_to_end(tp)
+                else:
+                    consumer.seek(tp, found.offset)
+            ends = await consumer.end_offsets(tps) if tps else {}
+            self.resync_ends = {tp.partition: end for tp, end in ends.items()}
+            while not stopping.is_set():
+                batch = await consumer.getmany(timeout_ms=200)
+                for tp, records in batch.items():
+                    for record in records:
+                        if record.value is None:
+                            continue
+                        source = (tp.partition, record.offset)
+                        self._remember(record.timestamp, source, record.value)
+                        if record.offset >= ends.get(tp, 0):
+                            async with self.lock:
+                                await self._answer(record.value, source)
+                for tp in tps:
+                    self.resync_positions[tp.partition] = await consumer.position(tp)
+                self.resyncs_read.set()
+                self.resyncs_read = asyncio.Event()
+        finally:
+            await consumer.stop()
 
-    async def _answer(self, value: bytes) -> None:
-        """Issue 5 §4: exactly one full frame for a resync request of a run this worker owns."""
+    def _remember(self, timestamp: int, source: tuple[int, int], value: bytes) -> None:
+        recent = self.recent_resyncs
+        recent.append((timestamp, source[0], source[1], value))
+        horizon = timestamp - int(RESYNC_LOOKBACK_SECONDS * 1000)
+        while recent and recent[0][0] < horizon:
+            _ts, partition, offset, _value = recent.popleft()
+            self.answered_resyncs.discard((partition, offset))
+
+    def answer_missed_later(self, partition: int) -> None:
+        self.tasks = [t for t in self.tasks if not t.done()]
+        self.tasks.append(asyncio.create_task(self._answer_missed_quietly(partition)))
+
+    async def _answer_missed_quietly(self, partition: int) -> None:
+        try:
+            await self._answer_missed(partition)
+        except Exception as exc:  # the broker is away: the live tail still answers new ones
+            log.warning("projector: missed resync requests not re-checked (%s)", type(exc).__name__)
+
+    async def _answer_missed(self, partition: int) -> None:
+        """After ``partition`` of the log was restored here: answer the recent resync requests
+        for its runs, which may have been published while no worker owned them. Waits (at
+        most a minute) until the resync tail has read up to the topic's end as of now."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        ends = await _end_offsets(self.config.bootstrap, self.config.resync_topic)
+        while any(self.resync_positions.get(p, -1) < end for p, end in ends.items() if end > 0):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                log.warning("projector: resync tail behind; missed requests not re-checked")
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.resyncs_read.wait(), remaining)
+        async with self.lock:
+            if partition not in self.owned:
+                return
+            for _ts, p, offset, value in list(self.recent_resyncs):
+                run_id = _run_of_request(value)
+                if run_id is not None and self.partitions_of_runs.get(run_id) == partition:
+                    await self._answer(value, (p, offset))
+
+    async def _answer(self, value: bytes, source: tuple[int, int]) -> None:
+        """Issue 5 §4: one full frame for a resync request of a run this worker owns (once per
+        request and worker; ``source`` is the request's partition and offset)."""
+        if source in self.answered_resyncs:
+            return
         try:
             request = orjson.loads(value)
             sid, run_id, surface_id = (
@@ -322,10 +426,12 @@ class ProjectorLoop:
             secrets=prepare(self.policy.secrets_for(run_id)),
         )
         self.cursors[(sid, key)] = cursor
+        self.answered_resyncs.add(source)
         self.resyncs_answered += 1
         self.drift_resyncs += request.get("reason") == DRIFT
         self.fallbacks["resync"] += 1
-        await asyncio.gather(await self._send(send, key))
+        header = [(RESYNC_HEADER, f"{source[0]}:{source[1]}".encode())]
+        await asyncio.gather(await self._send(send, key, header))
 
     def render_metrics(self) -> list[str]:
         lines = [
@@ -363,6 +469,26 @@ class ProjectorLoop:
 def cursor_surface(send: frames.Send) -> str:
     """The surfaceId a full frame is about (catch-up frames are planned per surface)."""
     return str(orjson.loads(send.frame)["surfaceId"])
+
+
+def _run_of_request(value: bytes) -> str | None:
+    try:
+        request = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    run_id = request.get("runId") if isinstance(request, dict) else None
+    return run_id if isinstance(run_id, str) else None
+
+
+async def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = await partitions_of(consumer, topic)
+        ends = await consumer.end_offsets(tps) if tps else {}
+        return {tp.partition: end for tp, end in ends.items()}
+    finally:
+        await consumer.stop()
 
 
 async def _tail(  # type: ignore[no-untyped-def]

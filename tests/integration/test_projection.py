@@ -288,3 +288,81 @@ async def test_a_late_subscriber_gets_the_current_surfaces_at_once(
         worker.stop()
     assert got[(run, "s")].content["components"]["t0"]["text"] == "current"
     assert got["_kinds"] == ["full"]
+
+
+async def test_a_resync_request_sent_while_no_worker_runs_is_answered_by_the_next_owner(
+    broker: Broker, settings: Settings, tmp_path: Path
+) -> None:
+    await apply_topics(broker, settings)
+    run = "run-orphan-resync"
+    names = {s.id: s.name for s in desired_for(settings)}
+    records = [envelope(run, 0, [create("s"), _components("s", ["only"])], "s")]
+    sub = SubscriberClient(
+        broker.bootstrap, f"orphan-{settings.app_id}", runs=[run], delta=False, settings=settings
+    )
+    await sub.register()
+    worker = WorkerProcess(broker, settings, "w1", tmp_path)
+    worker.start()
+    try:
+        await publish(
+            broker.bootstrap,
+            names["admission"],
+            [Published(run, run.encode(), orjson.dumps(r), None) for r in records],
+        )
+        await wait_for_outcomes(broker, settings, 1, timeout=120, workers=[worker])
+    finally:
+        worker.stop()
+    # No worker runs: this request has no owner now, and the surface will never change again.
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    await producer.start()
+    try:
+        request = {
+            "subscriberId": sub.subscriber_id,
+            "runId": run,
+            "surfaceId": "s",
+            "reason": "test: asked while no worker ran",
+            "sequence": 0,
+        }
+        sent = await producer.send_and_wait(
+            names["resync"], orjson.dumps(request), key=sub.subscriber_id.encode()
+        )
+    finally:
+        await producer.stop()
+    wanted = f"{sent.partition}:{sent.offset}".encode()
+    worker = WorkerProcess(broker, settings, "w2", tmp_path)
+    worker.start()
+    try:
+        answers = await _frames_naming(broker.bootstrap, sub.spec.name, wanted, timeout=120)
+    finally:
+        worker.stop()
+    assert len(answers) == 1
+    frame = orjson.loads(answers[0])
+    assert frame["kind"] == "full" and frame["runId"] == run and frame["surfaceId"] == "s"
+    assert frame["surface"]["components"]["t0"]["text"] == "only"
+
+
+async def _frames_naming(bootstrap: str, topic: str, source: bytes, timeout: float) -> list:
+    """The frames on ``topic`` whose a2ui-resync header is ``source`` (waits for the first,
+    then a few seconds more for any repeat)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    found: list = []
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for records in batch.values():
+                for record in records:
+                    if ("a2ui-resync", source) in list(record.headers or ()):
+                        found.append(record.value)
+            if found and deadline - loop.time() > 5:
+                deadline = loop.time() + 5
+        return found
+    finally:
+        await consumer.stop()
