@@ -493,9 +493,11 @@ async def wait_for_outcomes(
 
 def _first_difference(got: list[str], want: list[str]) -> str:
     """Where a run's recorded correlationIds first depart from the oracle's, with context."""
-    at = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
-    missing = [c for c in want if c not in set(got)]
-    extra = [c for c in got if c not in set(want)]
+    pairs = enumerate(zip(got, want, strict=False))
+    at = next((i for i, (g, w) in pairs if g != w), min(len(got), len(want)))
+    recorded, expected = set(got), set(want)
+    missing = [c for c in want if c not in recorded]
+    extra = [c for c in got if c not in expected]
     return (
         f"first difference at sequence {at}: recorded {got[max(0, at - 2) : at + 3]}, "
         f"oracle {want[max(0, at - 2) : at + 3]}; {len(got)} recorded vs {len(want)} expected; "

@@ -14,8 +14,9 @@ def test_explicit_tansu_reports_its_missing_features_and_is_not_a_fallback() -> 
     broker = start_broker("tansu", env={"A2UI_STREAM_REQUIRE_KAFKA": "1"})
     try:
         assert broker.kind == "tansu"
-        assert broker.features == BrokerFeatures(compaction=False, transactions=False,
-                                                 durability=False, topic_configs=False)
+        assert broker.features == BrokerFeatures(
+            compaction=False, transactions=False, durability=False, topic_configs=False
+        )
         assert "compaction=no" in broker.summary()
         with pytest.raises(OperatorError, match="cannot be restarted"):
             broker.restart()

@@ -45,6 +45,5 @@ def test_services_have_healthchecks_and_order() -> None:
     assert "healthcheck" in services["kafka"] and "healthcheck" in services["worker"]
     assert services["topics"]["depends_on"]["kafka"]["condition"] == "service_healthy"
     assert (
-        services["worker"]["depends_on"]["topics"]["condition"]
-        == "service_completed_successfully"
+        services["worker"]["depends_on"]["topics"]["condition"] == "service_completed_successfully"
     )
