@@ -108,13 +108,19 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         async with self.loop.lock:
             self.loop.generation += 1
             for tp in revoked:
-                self.loop.partitions.pop(tp.partition, None)
+                self.loop.forget(tp)
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        # Never restore inside the listener: a restore can wait seconds for a pending
+        # transaction, and a member that does not rejoin within the rebalance timeout is
+        # dropped from the group while it still believes it owns its partitions. Its next
+        # transaction (aiokafka's offset commit has no generation fencing) then decided records
+        # the new owner decided too (found by `a2ui-stream soak`, rebalance-kill: 4,526 records
+        # with two outcomes). The partitions stay paused until their restore is installed.
         async with self.loop.lock:
             self.loop.generation += 1
-            # Concurrently: each restore may wait (bounded) for a pending transaction.
-            await asyncio.gather(*(self.loop.restore(tp) for tp in assigned))
+            for tp in assigned:
+                self.loop.restore_later(tp)
 
 
 class ValidatorLoop:
@@ -135,6 +141,8 @@ class ValidatorLoop:
         # Bumped by every assignment, revocation and rewind (each moves fetch positions): a
         # batch gathered across one is dropped and fetched again from the restored positions.
         self.generation = 0
+        # partitions being restored in the background (paused until installed)
+        self.restoring: dict[TopicPartition, asyncio.Task[None]] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -183,6 +191,10 @@ class ValidatorLoop:
         return producer
 
     async def stop(self) -> None:
+        for task in list(self.restoring.values()):
+            task.cancel()
+        await asyncio.gather(*self.restoring.values(), return_exceptions=True)
+        self.restoring.clear()
         if self.consumer is not None:
             with contextlib.suppress(Exception):
                 await self.consumer.stop()
@@ -192,9 +204,43 @@ class ValidatorLoop:
 
     # -- state restore ------------------------------------------------------------------------
 
+    def forget(self, tp: TopicPartition) -> None:
+        """Drop partition ``tp``'s state (revoked), cancelling its restore if one runs."""
+        task = self.restoring.pop(tp, None)
+        if task is not None:
+            task.cancel()
+        self.partitions.pop(tp.partition, None)
+
+    def restore_later(self, tp: TopicPartition) -> None:
+        """Pause ``tp`` and rebuild its state in the background (``restore``); the partition
+        is fetched again once the state is installed. Call with the lock held."""
+        assert self.consumer is not None
+        self.forget(tp)
+        self.consumer.pause(tp)
+        self.restoring[tp] = asyncio.create_task(self._restore_until_done(tp))
+
+    async def _restore_until_done(self, tp: TopicPartition) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await self.restore(tp)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the broker is away: try again
+                log.error(
+                    "validator: restore of partition %d failed (%s); retrying in %.1f s",
+                    tp.partition,
+                    type(exc).__name__,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(10.0, delay * 2)
+
     async def restore(self, tp: TopicPartition) -> None:
         """Rebuild partition ``tp``'s run states from the log, and the set of source offsets
-        past the committed offset that already have an outcome; then fetch from that offset.
+        past the committed offset that already have an outcome; then, if ``tp`` is still ours,
+        install them, move the fetch position to that offset and resume the partition.
 
         The log and dead letters are read until no transaction is pending on them (``stable``)
         and only then is the committed offset fetched, and the consumer is moved to it: after a
@@ -205,21 +251,23 @@ class ValidatorLoop:
         committed offset that is still stale are in ``seen`` and skipped."""
         assert self.consumer is not None
         state = _PartitionState()
-        log_records = await read_topic(
-            self.config.bootstrap,
-            self.config.log_topic,
-            isolation="read_committed",
-            partitions=[tp.partition],
-            timeout=300,
-            stable=STABLE_SECONDS,
-        )
-        dead = await read_topic(
-            self.config.bootstrap,
-            self.config.deadletter_topic,
-            isolation="read_committed",
-            partitions=[tp.partition],
-            timeout=300,
-            stable=STABLE_SECONDS,
+        log_records, dead = await asyncio.gather(
+            read_topic(
+                self.config.bootstrap,
+                self.config.log_topic,
+                isolation="read_committed",
+                partitions=[tp.partition],
+                timeout=300,
+                stable=STABLE_SECONDS,
+            ),
+            read_topic(
+                self.config.bootstrap,
+                self.config.deadletter_topic,
+                isolation="read_committed",
+                partitions=[tp.partition],
+                timeout=300,
+                stable=STABLE_SECONDS,
+            ),
         )
         committed = await self.consumer.committed(tp) or 0
         for record in log_records:
@@ -234,9 +282,15 @@ class ValidatorLoop:
             _note_source(state.seen, record, tp.partition, committed)
         for record in dead:
             _note_source(state.seen, record, tp.partition, committed)
-        self.partitions[tp.partition] = state
-        self.positions[tp.partition] = committed
-        self.consumer.seek(tp, committed)
+        async with self.lock:
+            if self.restoring.get(tp) is not asyncio.current_task():
+                return  # revoked (or restored again) meanwhile
+            del self.restoring[tp]
+            self.partitions[tp.partition] = state
+            self.positions[tp.partition] = committed
+            self.generation += 1
+            self.consumer.seek(tp, committed)
+            self.consumer.resume(tp)
         log.info(
             "validator: partition %d restored: %d runs from %d log records, %d outcomes past "
             "offset %d",
@@ -585,7 +639,8 @@ class ValidatorLoop:
             self.producer = await self._start_producer()
         # Each restore moves its partition's fetch position to the offset it rebuilt for.
         self.generation += 1
-        await asyncio.gather(*(self.restore(tp) for tp in list(self.consumer.assignment())))
+        for tp in list(self.consumer.assignment()):
+            self.restore_later(tp)
 
     def lag(self) -> dict[int, int]:
         """Records not yet processed, per assigned admission partition (high watermark minus
