@@ -4,7 +4,7 @@ PYTHON ?= python3
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install up test test-core lint kafka-jars clean viewer
+.PHONY: help install up test test-core lint kafka-jars clean viewer compile
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -32,7 +32,20 @@ $(VIEWER_STAMP): $(VIEWER_SOURCES)
 viewer: ## build the live surface viewer (npm ci && npm run build in viewer/)
 	cd viewer && npm ci --no-audit --no-fund && npm run build
 
-install: $(VENV)/.installed $(VIEWER_STAMP) ## create .venv, install a2ui-stream with its test extra, build the viewer
+# The admission hot path of app/core compiled with mypyc (docs/admission.md, "Speed"); without
+# mypyc or a C compiler the pure-Python modules are used. app/compiled_core.py ignores the
+# compiled modules as soon as any of their sources changes (until this runs again).
+CORE_STAMP := app/core/compiled.json
+CORE_SOURCES := $(addprefix app/core/,admission.py cross_field.py fold.py limits.py pmap.py \
+	policy.py redaction.py refusal.py run_state.py)
+
+$(CORE_STAMP): $(CORE_SOURCES) scripts/compile_core.py $(VENV)/.installed
+	$(VENV)/bin/python scripts/compile_core.py
+
+compile: $(VENV)/.installed ## compile the admission core with mypyc (make install does it)
+	$(VENV)/bin/python scripts/compile_core.py
+
+install: $(VENV)/.installed $(VIEWER_STAMP) $(CORE_STAMP) ## create .venv, install a2ui-stream with its test extra, build the viewer, compile the core
 
 up: install ## run it: embedded broker + topics + worker, in the foreground (Ctrl-C stops)
 	$(VENV)/bin/a2ui-stream up
@@ -52,3 +65,4 @@ kafka-jars: ## resolve Apache Kafka's jars from Maven Central into the cache (ne
 
 clean: ## remove the venv and caches (not the Kafka jar cache)
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache app/viewer_dist viewer/node_modules
+	rm -f app/core/*.so $(CORE_STAMP)

@@ -3,5 +3,7 @@
 ``app.core`` is pure (decisions and data); ``app.shell`` does the I/O (Faust, Kafka, HTTP, CLI).
 """
 
-__all__ = ["__version__"]
+from app.compiled_core import CORE_BUILD
+
+__all__ = ["CORE_BUILD", "__version__"]
 __version__ = "0.1.0"

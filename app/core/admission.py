@@ -363,20 +363,9 @@ def _record(ctx: _Ctx, now: str, event_id: str | None) -> Admitted:
         recorded["driftFrom"] = ctx.drift
     event["payload"] = recorded
     # The new state comes from the event itself, so replay (reduce(apply, log)) equals it.
-    # Admitted(event, new_state, ctx.drift), built through its slots: a frozen dataclass's
-    # __init__ sets each field with object.__setattr__ from a Python frame, which costs about
-    # a tenth of a microsecond per field more than this on the hot path (bench admission).
-    admitted: Admitted = _new_object(Admitted)
-    _set_event(admitted, event)
-    _set_state(admitted, apply_with(state, event, ctx.kinds, ctx.correlation, ctx.surface))
-    _set_drift(admitted, ctx.drift)
-    return admitted
-
-
-_new_object = object.__new__
-_set_event = Admitted.__dict__["event"].__set__
-_set_state = Admitted.__dict__["state"].__set__
-_set_drift = Admitted.__dict__["drift"].__set__
+    return Admitted(
+        event, apply_with(state, event, ctx.kinds, ctx.correlation, ctx.surface), ctx.drift
+    )
 
 
 def encode_event(admitted: Admitted) -> bytes | Refused:

@@ -86,7 +86,7 @@ def _set(root: tuple[Any, ...], h: int, key: Any, value: Any) -> tuple[tuple[Any
     copy = list(node)
     copy[i] = leaf
     new = tuple(copy)
-    for parent, index in reversed(path):
+    for parent, index in path[::-1]:  # (not reversed(): mypyc, scripts/compile_core.py)
         copy = list(parent)
         copy[index] = new
         new = tuple(copy)
@@ -202,5 +202,6 @@ def _assoc(
     return None, root, n + added
 
 
-_new = object.__new__
+# PMap.__new__ without __init__ (mypyc refuses object.__new__ on its native classes)
+_new = PMap.__new__
 _MISSING: Any = object()

@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from app import CORE_BUILD
 from app.core.admission import Admitted, decide
 from app.core.examples import rfc0209_positive_payload
 from app.core.policy import HostPolicy
@@ -349,6 +350,8 @@ def measure(iterations: int) -> dict[str, Any]:
         "bench": "admission",
         "baseline": "jsonschema.Draft202012Validator (pure Python), same decide()",
         "python": platform.python_version(),
+        # "compiled": app/core's hot path built with mypyc (make install); "source": pure Python
+        "core": CORE_BUILD,
         "machine": platform.machine(),
         "rounds": _ROUNDS,
         # other processes share this machine: a high load average inflates every figure, and
@@ -364,7 +367,8 @@ def _table(result: dict[str, Any]) -> str:
         f"{'baseline p99':>13} {'ratio':>7} {'no-schema p50':>14} {'best-round p50':>15}"
     )
     lines = [
-        f"admission decide(), µs (Python {result['python']}, {result['machine']}); "
+        f"admission decide(), µs (Python {result['python']}, {result['machine']}, core "
+        f"{result['core']}); "
         f"baseline = {result['baseline']}; load average {result['load_average_1m']}",
         head,
         "-" * len(head),
