@@ -268,6 +268,7 @@ def test_bench_admission_table_prints_every_figure_with_target_and_ratio() -> No
     result = {
         "python": "3.11",
         "machine": "x86_64",
+        "core": "compiled",
         "baseline": "jsonschema",
         "load_average_1m": 0.5,
         "figures": [
@@ -277,6 +278,7 @@ def test_bench_admission_table_prints_every_figure_with_target_and_ratio() -> No
     }
     lines = bench_admission._table(result).splitlines()
     assert len(lines) == 5
+    assert "core compiled" in lines[0]
     assert lines[3].split()[:4] == ["rfc0209-positive", "20", "25.0", "40.0"]
     assert "200.0x" in lines[3] and "(above target)" in lines[3]
     assert "(above target)" not in lines[4]
