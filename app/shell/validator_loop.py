@@ -252,22 +252,17 @@ class ValidatorLoop:
         assert self.consumer is not None
         state = _PartitionState()
         log_records, dead = await asyncio.gather(
-            read_topic(
-                self.config.bootstrap,
-                self.config.log_topic,
-                isolation="read_committed",
-                partitions=[tp.partition],
-                timeout=300,
-                stable=STABLE_SECONDS,
-            ),
-            read_topic(
-                self.config.bootstrap,
-                self.config.deadletter_topic,
-                isolation="read_committed",
-                partitions=[tp.partition],
-                timeout=300,
-                stable=STABLE_SECONDS,
-            ),
+            *(
+                read_topic(
+                    self.config.bootstrap,
+                    topic,
+                    isolation="read_committed",
+                    partitions=[tp.partition],
+                    timeout=300,
+                    stable=STABLE_SECONDS,
+                )
+                for topic in (self.config.log_topic, self.config.deadletter_topic)
+            )
         )
         committed = await self.consumer.committed(tp) or 0
         for record in log_records:
