@@ -236,13 +236,23 @@ def run_fuzz(examples: int) -> dict[str, Any]:
         text=True,
         check=False,
     )
-    tail = (done.stdout + done.stderr).strip().splitlines()
-    return {
+    output = (done.stdout + done.stderr).strip()
+    tail = output.splitlines()
+    result: dict[str, Any] = {
         "status": "passed" if done.returncode == 0 else "failed",
         "examples": examples,
         "seconds": round(time.monotonic() - started, 1),
         "summary": tail[-1] if tail else "",
     }
+    if done.returncode != 0:
+        # A failure found after many minutes must not be lost with the process: keep pytest's
+        # whole output (hypothesis prints the falsifying example there) and name the tests.
+        kept = Path(tempfile.mkdtemp(prefix="a2ui-soak-fuzz-")) / "fuzz.log"
+        kept.write_text(output + "\n")
+        result["output"] = str(kept)
+        result["failed_tests"] = [line.split()[1] for line in tail if line.startswith("FAILED ")]
+        _say(f"soak: fuzzing failed; pytest's output kept in {kept}")
+    return result
 
 
 def _table(result: dict[str, Any]) -> str:
@@ -293,6 +303,9 @@ def _table(result: dict[str, Any]) -> str:
         + (f", {fuzz['seconds']}s: {fuzz['summary']}" if "seconds" in fuzz else "")
         + ")"
     )
+    if fuzz.get("output"):
+        failed = ", ".join(fuzz.get("failed_tests", ())) or "see the output"
+        lines.append(f"  fuzzing failed: {failed}; pytest's output: {fuzz['output']}")
     verdict = "OK: nothing lost, duplicated, mis-ordered or diverged; no crash"
     lines.append("  " + (verdict if result["ok"] else "FAILED (see the problems above)"))
     if result.get("logs"):
