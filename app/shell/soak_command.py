@@ -229,7 +229,18 @@ def run_fuzz(examples: int) -> dict[str, Any]:
     _say(f"soak: fuzzing the profile, {examples:,} cases per test ({FUZZ_TEST.name})")
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(FUZZ_TEST)],
+        # --timeout=0: pytest-timeout's 600 s per test (pyproject) would cut a 100k-case test
+        # short (measured: about 10 to 15 minutes here) and report it as a failure
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--timeout=0",
+            str(FUZZ_TEST),
+        ],
         cwd=REPO_ROOT,
         env={**os.environ, "A2UI_STREAM_FUZZ_EXAMPLES": str(examples)},
         capture_output=True,
