@@ -81,7 +81,7 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=100_000,
         help="profile fuzzing cases per fuzz test after the scenarios (default 100000, about "
-        "40 min on 2 cores; 0 skips)",
+        "20 min on 2 cores; 0 skips)",
     )
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep the worker logs even when all is clean"
