@@ -111,10 +111,10 @@ class ProjectorLoop:
         self.tasks: list[asyncio.Task[None]] = []
         # resync requests seen in the last RESYNC_LOOKBACK_SECONDS: (timestamp ms, partition,
         # offset, value), and the (partition, offset) of those this worker answered
-        self.recent_resyncs: deque[tuple[int, int, int, bytes]] = deque()
+        self.recent_resyncs: deque[tuple[int, int, int, str | None, bytes]] = deque()
         self.answered_resyncs: set[tuple[int, int]] = set()
         self.resyncs_read = asyncio.Event()  # set whenever the resync tail reaches its end
-        self.resync_ends: dict[int, int] = {}
+        self.resync_consumer: AIOKafkaConsumer | None = None  # the resync tail's
         self.resync_positions: dict[int, int] = {}
 
     async def start(self) -> None:
@@ -338,7 +338,7 @@ class ProjectorLoop:
                 else:
                     consumer.seek(tp, found.offset)
             ends = await consumer.end_offsets(tps) if tps else {}
-            self.resync_ends = {tp.partition: end for tp, end in ends.items()}
+            self.resync_consumer = consumer
             while not stopping.is_set():
                 batch = await consumer.getmany(timeout_ms=200)
                 for tp, records in batch.items():
@@ -359,10 +359,10 @@ class ProjectorLoop:
 
     def _remember(self, timestamp: int, source: tuple[int, int], value: bytes) -> None:
         recent = self.recent_resyncs
-        recent.append((timestamp, source[0], source[1], value))
+        recent.append((timestamp, source[0], source[1], _run_of_request(value), value))
         horizon = timestamp - int(RESYNC_LOOKBACK_SECONDS * 1000)
         while recent and recent[0][0] < horizon:
-            _ts, partition, offset, _value = recent.popleft()
+            _ts, partition, offset, _run, _value = recent.popleft()
             self.answered_resyncs.discard((partition, offset))
 
     def answer_missed_later(self, partition: int) -> None:
@@ -381,7 +381,16 @@ class ProjectorLoop:
         most a minute) until the resync tail has read up to the topic's end as of now."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 60
-        ends = await _end_offsets(self.config.bootstrap, self.config.resync_topic)
+        while self.resync_consumer is None:  # the tail has not started yet
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                log.warning("projector: resync tail not started; missed requests not re-checked")
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.resyncs_read.wait(), remaining)
+        consumer = self.resync_consumer
+        found = await consumer.end_offsets(list(consumer.assignment()))
+        ends = {tp.partition: end for tp, end in found.items()}
         while any(self.resync_positions.get(p, -1) < end for p, end in ends.items() if end > 0):
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -392,8 +401,7 @@ class ProjectorLoop:
         async with self.lock:
             if partition not in self.owned:
                 return
-            for _ts, p, offset, value in list(self.recent_resyncs):
-                run_id = _run_of_request(value)
+            for _ts, p, offset, run_id, value in list(self.recent_resyncs):
                 if run_id is not None and self.partitions_of_runs.get(run_id) == partition:
                     await self._answer(value, (p, offset))
 
@@ -478,17 +486,6 @@ def _run_of_request(value: bytes) -> str | None:
         return None
     run_id = request.get("runId") if isinstance(request, dict) else None
     return run_id if isinstance(run_id, str) else None
-
-
-async def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = await partitions_of(consumer, topic)
-        ends = await consumer.end_offsets(tps) if tps else {}
-        return {tp.partition: end for tp, end in ends.items()}
-    finally:
-        await consumer.stop()
 
 
 async def _tail(  # type: ignore[no-untyped-def]
