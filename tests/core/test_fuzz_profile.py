@@ -399,10 +399,24 @@ def _encode(rec: dict[str, Any]) -> bytes:
         return json.dumps(rec).encode()
 
 
-def _every(node: Any) -> Iterator[Any]:
+# Lists a renderer walks as structure; every other list in a component is an array literal
+# (openwop-a2ui.md §4 dynValue: "array (≤256; items unconstrained)"), which a renderer hands
+# over as data without evaluating its items (docs/admission.md, "Array literals are data").
+STRUCTURAL_LISTS = frozenset({"checks", "options", "children"})
+
+
+def _evaluated(node: Any) -> Iterator[Any]:
+    """Every node below a component that a renderer evaluates: objects and the structural lists,
+    not the items of an array literal."""
     yield node
-    for container, key in _slots(node):
-        yield container[key]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, list):
+                if key in STRUCTURAL_LISTS:
+                    for item in value:
+                        yield from _evaluated(item)
+            else:
+                yield from _evaluated(value)
 
 
 def _assert_in_profile(event: dict[str, Any]) -> None:
@@ -427,7 +441,7 @@ def _assert_in_profile(event: dict[str, Any]) -> None:
                 component["component"] == "TextField" and component.get("variant") == "obscured"
             )
             assert not isinstance(component.get("children"), dict)  # no template
-            for node in _every(component):
+            for node in _evaluated(component):
                 assert not (isinstance(node, dict) and "functionCall" in node)
                 if isinstance(node, dict) and "call" in node:  # only checks[].condition: required
                     assert node["call"] == "required"

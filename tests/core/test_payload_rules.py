@@ -194,6 +194,23 @@ CASES = [
     # §4 positive example and friends
     Case("v2-positive", "v2", positive()),
     Case("v2-exchange-button", "v2", single(_button({"event": {"name": "exchange"}}))),
+    # docs/admission.md decision 11: an array literal is data (§4 dynValue "items
+    # unconstrained"); a renderer hands it over without evaluating its items, so a
+    # call-shaped object inside one (here, a list of phone calls) is not a FunctionCall.
+    Case(
+        "v2-array-literal-of-call-shaped-data",
+        "v2",
+        single(
+            _button(
+                {
+                    "event": {
+                        "name": "resume",
+                        "context": {"calls": [{"call": "Mom", "minutes": 3}, {"call": None}]},
+                    }
+                }
+            )
+        ),
+    ),
     Case(
         "v2-themed-create",
         "v2",
