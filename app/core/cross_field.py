@@ -14,16 +14,16 @@ May import: the standard library and app.core.* (pure).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from app.core.fold import MESSAGE_KINDS
 from app.core.refusal import Violation
 
 __all__ = ["RULES", "check_cross_field", "kinds_and_cross_field"]
 
-RULES: tuple[str, ...] = ("surface-id-equality", "catalog-equality")
+RULES: Final[tuple[str, ...]] = ("surface-id-equality", "catalog-equality")
 
-_KIND_SET = frozenset(MESSAGE_KINDS)
+_KIND_SET: Final = frozenset(MESSAGE_KINDS)
 
 
 def _violation(rule: str, index: int, pointer: str, message: str, **extra: Any) -> Violation:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from app.core.pmap import PMap
 from app.core.policy import SURFACE_KIND
@@ -49,7 +49,7 @@ __all__ = [
     "NOT_LOOKED_UP",
 ]
 
-MESSAGE_KINDS: tuple[str, ...] = (
+MESSAGE_KINDS: Final[tuple[str, ...]] = (
     "createSurface",
     "updateComponents",
     "updateDataModel",
@@ -57,7 +57,7 @@ MESSAGE_KINDS: tuple[str, ...] = (
 )
 
 # openwop-a2ui.md §6 fold state machine: (status, message kind) -> next status.
-TRANSITIONS: Mapping[tuple[FoldStatus, str], FoldStatus] = {
+TRANSITIONS: Final[Mapping[tuple[FoldStatus, str], FoldStatus]] = {
     ("absent", "createSurface"): "live",
     ("live", "updateComponents"): "live",
     ("live", "updateDataModel"): "live",
@@ -66,14 +66,14 @@ TRANSITIONS: Mapping[tuple[FoldStatus, str], FoldStatus] = {
 }
 
 # Why a missing transition is illegal, by the status it was attempted in (§6 (i)-(iii)).
-ILLEGAL: Mapping[FoldStatus, str] = {
+ILLEGAL: Final[Mapping[FoldStatus, str]] = {
     "absent": "§6 (i): the first envelope for a surface must begin with createSurface",
     "live": "§6 (ii): createSurface for a surface that is already live",
     "deleted": "§6 (iii): no message after deleteSurface until a new createSurface",
 }
 
 
-_KIND_SET = frozenset(MESSAGE_KINDS)
+_KIND_SET: Final = frozenset(MESSAGE_KINDS)
 
 
 def message_kind(message: Any) -> str | None:
@@ -122,7 +122,7 @@ def _run(status: FoldStatus, kinds: Sequence[str]) -> tuple[FoldStatus, int | No
 # so the walks over the table are memoized per (status, kinds): one C-level lookup instead of a
 # Python loop per message, twice per admitted envelope (the guard, then the fold). Bounded: an
 # envelope has at most 64 messages and the cache at most 4096 sequences.
-_run_tuple = lru_cache(maxsize=4096)(_run)
+_run_tuple: Final = lru_cache(maxsize=4096)(_run)
 
 
 def _through(status: FoldStatus, kinds: tuple[str, ...]) -> FoldStatus:
@@ -133,7 +133,7 @@ def _through(status: FoldStatus, kinds: tuple[str, ...]) -> FoldStatus:
     return status
 
 
-_through_tuple = lru_cache(maxsize=4096)(_through)
+_through_tuple: Final = lru_cache(maxsize=4096)(_through)
 
 
 def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violation | None:
@@ -156,13 +156,8 @@ def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violatio
     )
 
 
-_NO_NODES: frozenset[str] = frozenset()
-NOT_LOOKED_UP: Any = object()  # apply_with: the caller did not look the entry up
-
-# ``tuple.__new__(NamedTupleClass, fields)`` builds the same value as ``NamedTupleClass(*fields)``
-# without the generated Python-level ``__new__`` frame: about 0.35 µs less per value on this
-# project's machines, four values per admitted envelope (the bench budget is 20 µs in all).
-_make: Any = tuple.__new__
+_NO_NODES: Final[frozenset[str]] = frozenset()
+NOT_LOOKED_UP: Final[Any] = object()  # apply_with: the caller did not look the entry up
 
 
 def _correlation_entry(
@@ -176,7 +171,7 @@ def _correlation_entry(
             chunks = chunks.set(index, rec)
         final = partial.get("isPartial") is not True
     complete = final or (old is not None and old.complete)
-    entry: Correlation = _make(Correlation, (kind, rec, complete, chunks))
+    entry = Correlation(kind, rec, complete, chunks)
     return entry
 
 
@@ -186,7 +181,7 @@ def _single(node_id: str) -> frozenset[str]:
 
 # Most surfaces are bound to one nodeId: share one frozenset per id instead of building a set and
 # a frozenset for every new surface (a frozenset is immutable, so sharing it is safe).
-_single_node = lru_cache(maxsize=4096)(_single)
+_single_node: Final = lru_cache(maxsize=4096)(_single)
 
 
 def _fold_surface(
@@ -206,7 +201,7 @@ def _fold_surface(
     if node_id is not None and node_id not in node_ids and isinstance(node_id, str):
         node_ids = node_ids | {node_id} if node_ids else _single_node(node_id)
     # tainted: RFC 0209 §C.12, sticky per (runId, surfaceId)
-    folded: SurfaceState = _make(SurfaceState, (status, tainted, node_ids, partial, rec))
+    folded = SurfaceState(status, tainted, node_ids, partial, rec)
     return folded
 
 
@@ -221,8 +216,9 @@ def apply(state: RunState, event: Mapping[str, Any]) -> RunState:
     if sequence < state.next_sequence:
         return state
     lifecycle = apply_host_event(state.lifecycle, event)
-    advanced: RunState = state._replace(next_sequence=sequence + 1, lifecycle=lifecycle)
-    return advanced
+    return RunState(
+        state.run_id, sequence + 1, state.surfaces, state.correlations, state.v1_surface, lifecycle
+    )
 
 
 def apply_with(
@@ -237,7 +233,7 @@ def apply_with(
     v2 surfaceId (``surface``; ``None`` when absent). ``decide`` looked both up for E2 and the
     guard; on a large run a second trie walk each is a measurable share of the decision."""
     sequence = event["sequence"]
-    rec: Recorded = _make(Recorded, (sequence, event["eventId"]))
+    rec = Recorded(sequence, event["eventId"])
     recorded = event["payload"]
     envelope = recorded["envelope"]
     untrusted = recorded["trust"] == "untrusted"
@@ -251,7 +247,7 @@ def apply_with(
     correlation_id = envelope["correlationId"]
     old = correlations.get(correlation_id) if correlation is NOT_LOOKED_UP else correlation
     if old is None and partial is None:  # the common case: the first, complete emission (§2)
-        entry: Correlation = _make(Correlation, (kind, rec, True, EMPTY))
+        entry = Correlation(kind, rec, True, EMPTY)
     else:
         entry = _correlation_entry(old, kind, rec, partial)
     correlations = correlations.set(correlation_id, entry)
@@ -272,7 +268,4 @@ def apply_with(
         nodes = old_nodes | {node_id} if isinstance(node_id, str) else old_nodes
         v1 = V1Surface(rec, untrusted or (v1 is not None and v1.tainted), nodes)
     nxt = sequence + 1 if sequence >= state.next_sequence else state.next_sequence
-    new: RunState = _make(
-        RunState, (state.run_id, nxt, surfaces, correlations, v1, state.lifecycle)
-    )
-    return new
+    return RunState(state.run_id, nxt, surfaces, correlations, v1, state.lifecycle)

@@ -14,20 +14,20 @@ a map rebuilt by replay equals the live one whatever the insertion history.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping
-from typing import Any, Generic, NamedTuple, TypeVar, cast
+from typing import Any, Final, Generic, NamedTuple, TypeVar, cast
 
 __all__ = ["PMap"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-_BITS = 5
-_WIDTH = 1 << _BITS
-_MASK = _WIDTH - 1
-_MAX_SHIFT = 64  # beyond 64 hash bits, keys with equal hashes share a collision bucket
-_HASH_MASK = 0xFFFF_FFFF_FFFF_FFFF  # hash() may be negative: use its low 64 bits
-_EMPTY_NODE: tuple[Any, ...] = (None,) * _WIDTH
-_SMALL = 48  # below this many entries a dict copy (~10 ns per entry) beats path copying
+_BITS: Final = 5
+_WIDTH: Final = 1 << _BITS
+_MASK: Final = _WIDTH - 1
+_MAX_SHIFT: Final = 64  # beyond 64 hash bits, keys with equal hashes share a collision bucket
+_HASH_MASK: Final = 0xFFFF_FFFF_FFFF_FFFF  # hash() may be negative: use its low 64 bits
+_EMPTY_NODE: Final[tuple[Any, ...]] = (None,) * _WIDTH
+_SMALL: Final = 48  # below this many entries a dict copy (~10 ns per entry) beats path copying
 
 
 class _Leaf(NamedTuple):
@@ -40,7 +40,7 @@ class _Leaf(NamedTuple):
 
 # ``tuple.__new__(_Leaf, (h, items))`` builds a leaf without the generated Python-level
 # ``__new__`` frame (as app/core/run_state.py values are built in app/core/fold.py).
-_make: Any = tuple.__new__
+_make: Final[Any] = tuple.__new__
 
 
 def _set(root: tuple[Any, ...], h: int, key: Any, value: Any) -> tuple[tuple[Any, ...], bool]:
@@ -114,11 +114,14 @@ class PMap(Mapping[K, V], Generic[K, V]):
         self._small: dict[Any, Any] | None = {}
         self._root = _EMPTY_NODE
         self._len = 0
-        for k, v in (items or {}).items():
-            self._small, self._root, self._len = _assoc(self._small, self._root, self._len, k, v)
+        if items:  # (``set`` builds its result as ``PMap()``: keep the empty case cheap)
+            for k, v in items.items():
+                self._small, self._root, self._len = _assoc(
+                    self._small, self._root, self._len, k, v
+                )
 
     def set(self, key: K, value: V) -> PMap[K, V]:
-        new = _new(PMap)
+        new: PMap[K, V] = PMap()
         small = self._small
         if small is not None and (key in small or len(small) < _SMALL):  # the common, hot case
             copy = small.copy()
@@ -202,6 +205,4 @@ def _assoc(
     return None, root, n + added
 
 
-# PMap.__new__ without __init__ (mypyc refuses object.__new__ on its native classes)
-_new = PMap.__new__
-_MISSING: Any = object()
+_MISSING: Final[Any] = object()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Final, Literal
 
 from app.core.limits import Limits
 
@@ -24,16 +24,16 @@ __all__ = [
     "HostPolicy",
 ]
 
-SURFACE_KIND = "ui.a2ui-surface"
+SURFACE_KIND: Final = "ui.a2ui-surface"
 
 # openwop-a2ui.md §2: universal kinds are always known, whatever the catalog says.
-UNIVERSAL_KINDS: frozenset[str] = frozenset(
+UNIVERSAL_KINDS: Final[frozenset[str]] = frozenset(
     {"clarification.request", "schema.request", "schema.response", "error"}
 )
 
 # The per-kind schema versions of ui.a2ui-surface this host can validate (§1 version map):
 # 0 / 1 select payloadV1, 2 selects payloadV2.
-SURFACE_VERSIONS: frozenset[int] = frozenset({0, 1, 2})
+SURFACE_VERSIONS: Final[frozenset[int]] = frozenset({0, 1, 2})
 
 Strictness = Literal["warn", "strict"]
 

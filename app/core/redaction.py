@@ -20,13 +20,13 @@ and orjson.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 __all__ = ["MIN_SECRET_LENGTH", "Secrets", "prepare", "redact_text", "redact"]
 
-MIN_SECRET_LENGTH = 8
+MIN_SECRET_LENGTH: Final = 8
 
 # Prepared secrets: (value, secretId, JSON-escaped value), longest value first.
 Secrets = tuple[tuple[str, str, bytes], ...]

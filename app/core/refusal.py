@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "CODES",
@@ -18,7 +18,7 @@ __all__ = [
 
 # Stable refusal codes (openwop-a2ui.md §5, §11; dead-letter codes of our own for bytes that
 # never became an admission record). The HTTP status is the v2 registry's x-openwop-http-status.
-HTTP_STATUS: Mapping[str, int] = {
+HTTP_STATUS: Final[Mapping[str, int]] = {
     "validation_error": 400,
     "unknown_envelope_kind": 422,
     "unknown_schema_version": 422,
@@ -44,7 +44,7 @@ HTTP_STATUS: Mapping[str, int] = {
     # The broker would not take the outcome (e.g. over the topic's size limit): ours to fix.
     "record_unrecordable": 500,
 }
-CODES: frozenset[str] = frozenset(HTTP_STATUS)
+CODES: Final[frozenset[str]] = frozenset(HTTP_STATUS)
 
 
 @dataclass(frozen=True, slots=True)
