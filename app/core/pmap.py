@@ -14,7 +14,7 @@ a map rebuilt by replay equals the live one whatever the insertion history.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping
-from typing import Any, Final, Generic, NamedTuple, TypeVar, cast
+from typing import Any, Final, Generic, TypeVar, cast
 
 __all__ = ["PMap"]
 
@@ -24,23 +24,24 @@ V = TypeVar("V")
 _BITS: Final = 5
 _WIDTH: Final = 1 << _BITS
 _MASK: Final = _WIDTH - 1
-_MAX_SHIFT: Final = 64  # beyond 64 hash bits, keys with equal hashes share a collision bucket
-_HASH_MASK: Final = 0xFFFF_FFFF_FFFF_FFFF  # hash() may be negative: use its low 64 bits
+# hash() may be negative: use its low 60 bits (12 levels of 5). Compiled, an int that fits in
+# 62 bits is a machine word; a 64-bit hash would make every shift and mask a PyLong operation.
+_HASH_MASK: Final = (1 << 60) - 1
+_MAX_SHIFT: Final = 60  # past the hash bits, keys with equal hashes share a collision bucket
 _EMPTY_NODE: Final[tuple[Any, ...]] = (None,) * _WIDTH
 _SMALL: Final = 48  # below this many entries a dict copy (~10 ns per entry) beats path copying
 
 
-class _Leaf(NamedTuple):
-    """One key (or, past the hash bits, a bucket of colliding keys) at a trie position. A tuple
-    subclass, so ``type(slot) is tuple`` tells a child node from a leaf in one test."""
+class _Leaf:
+    """One key (or, past the hash bits, a bucket of colliding keys) at a trie position. Not a
+    tuple, so ``type(slot) is tuple`` tells a child node from a leaf in one test; a plain class
+    with ``Final`` attributes, which compiled builds natively (app/core/run_state.py)."""
 
-    h: int
-    items: tuple[tuple[Any, Any], ...]
+    __slots__ = ("h", "items")
 
-
-# ``tuple.__new__(_Leaf, (h, items))`` builds a leaf without the generated Python-level
-# ``__new__`` frame (as app/core/run_state.py values are built in app/core/fold.py).
-_make: Final[Any] = tuple.__new__
+    def __init__(self, h: int, items: tuple[tuple[Any, Any], ...]) -> None:
+        self.h: Final = h
+        self.items: Final = items
 
 
 def _set(root: tuple[Any, ...], h: int, key: Any, value: Any) -> tuple[tuple[Any, ...], bool]:
@@ -51,36 +52,37 @@ def _set(root: tuple[Any, ...], h: int, key: Any, value: Any) -> tuple[tuple[Any
     path: list[tuple[tuple[Any, ...], int]] = []
     node = root
     shift = 0
+    leaf: _Leaf | None = None
+    added = True
     while True:
         i = (h >> shift) & _MASK
         slot = node[i]
         if slot is None:
-            leaf, added = _make(_Leaf, (h, ((key, value),))), True
+            leaf = _Leaf(h, ((key, value),))
             break
         if type(slot) is tuple:
             path.append((node, i))
             node = slot
             shift += _BITS
             continue
-        if slot.h == h:
-            items = slot.items
+        found: _Leaf = slot
+        if found.h == h:
+            items = found.items
             for j, (k, _) in enumerate(items):
                 if k == key:
-                    copy = list(items)
-                    copy[j] = (key, value)
-                    leaf, added = _make(_Leaf, (h, tuple(copy))), False
+                    entries = list(items)
+                    entries[j] = (key, value)
+                    leaf, added = _Leaf(h, tuple(entries)), False
                     break
             else:
                 if shift + _BITS >= _MAX_SHIFT:
-                    leaf, added = _make(_Leaf, (h, (*items, (key, value)))), True
-                else:
-                    leaf = None
+                    leaf = _Leaf(h, (*items, (key, value)))
             if leaf is not None:
                 break
         # split: push the existing leaf one level down, then insert beside it
         path.append((node, i))
         below = list(_EMPTY_NODE)
-        below[(slot.h >> (shift + _BITS)) & _MASK] = slot
+        below[(found.h >> (shift + _BITS)) & _MASK] = found
         node = tuple(below)
         shift += _BITS
     copy = list(node)
@@ -100,7 +102,8 @@ def _iter(node: tuple[Any, ...]) -> Iterator[tuple[Any, Any]]:
             if slot is None:
                 continue
             if type(slot) is _Leaf:
-                yield from slot.items
+                leaf: _Leaf = slot
+                yield from leaf.items
             else:
                 stack.append(slot)
 
@@ -155,9 +158,12 @@ class PMap(Mapping[K, V], Generic[K, V]):
                 node = slot
                 shift += _BITS
                 continue
-            if slot is None or slot.h != h:
+            if slot is None:
                 return default
-            for k, v in slot.items:
+            leaf: _Leaf = slot
+            if leaf.h != h:
+                return default
+            for k, v in leaf.items:
                 if k == key:
                     return v
             return default
