@@ -8,7 +8,12 @@ this in its own CI before publishing.
 
 Input: JSON Lines (one admission record per line; blank lines skipped), or one JSON document
 holding a record or an array of records. A line that is not JSON (or not UTF-8) gets its own
-refusal and the rest are still decided.
+refusal and the rest are still decided. Each record's bytes go through the worker's intake
+(``app.core.intake.read_admission``: the size limit, duplicate member names, integers outside
+64 bits, nesting) and the decision uses the worker's limits, both read from the same
+environment variables (``A2UI_STREAM_MAX_RECORD_BYTES``, ``A2UI_STREAM_MAX_DEPTH``,
+``A2UI_STREAM_MAX_STRING_CHARS``, ``A2UI_STREAM_MAX_COMPONENTS``,
+``A2UI_STREAM_MAX_CHILDREN_DEPTH``).
 
 Output, one line per record: ``{"index", "outcome": "admitted"|"refused"|"deduplicated",
 "code", "rule", "path", "message", "sequence"}`` (``line`` too in JSON Lines mode).
@@ -27,9 +32,12 @@ from typing import Any
 import orjson
 
 from app.core.admission import Admitted, Deduplicated, Refused, decide, encode_event
+from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
 from app.core.policy import SURFACE_KIND, SURFACE_VERSIONS, HostPolicy
 from app.core.refusal import Violation
 from app.core.run_state import RunState
+from app.shell.errors import OperatorError
+from app.shell.settings import admission_limits
 
 __all__ = ["add_parser", "run", "read_inputs", "verdicts"]
 
@@ -90,30 +98,72 @@ def _not_utf8(line: int | None) -> Violation:
     )
 
 
-def read_inputs(data: bytes) -> list[_Input]:
+def _intake(raw: bytes, max_bytes: int) -> Any:
+    """One record's bytes through the worker's intake: the record, or the Violation refusing it."""
+    found = read_admission(None, raw, max_bytes=max_bytes)
+    return found.record if isinstance(found, Intake) else found
+
+
+def _array_items(data: bytes) -> list[bytes]:
+    """The bytes of each item of a JSON array document (one that already parsed), so each
+    record goes through intake as it would arrive on the topic. A linear scan that tracks
+    strings and nesting only: the document is known to be valid JSON."""
+    items: list[bytes] = []
+    depth, start, in_string, escaped = 0, -1, False, False
+    for index, byte in enumerate(data):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+            continue
+        if byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth == 1:
+                start = index + 1
+                continue
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+        if depth == 1 and byte == 0x2C or depth == 0 and byte == 0x5D:  # , at the top, or ]
+            item = data[start:index].strip()
+            if item:
+                items.append(item)
+            start = index + 1
+    return items
+
+
+def read_inputs(data: bytes, max_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[_Input]:
     """Split raw input into records: one JSON document (a record or an array of records), or
-    JSON Lines. Lines that fail to decode become ``Violation`` values in place of a record."""
+    JSON Lines. Each record's bytes go through the worker's intake (``max_bytes`` is its size
+    limit); lines that fail to decode become ``Violation`` values in place of a record."""
     try:
         whole = orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
     else:
         if isinstance(whole, list):
-            return [(None, item) for item in whole]
-        return [(None, whole)]
+            return [(None, _intake(item, max_bytes)) for item in _array_items(data)]
+        return [(None, _intake(data.strip(), max_bytes))]
     inputs: list[_Input] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            inputs.append((number, _not_utf8(number)))
-            continue
-        try:
-            inputs.append((number, orjson.loads(raw)))
-        except orjson.JSONDecodeError as exc:
-            inputs.append((number, _not_json(number, exc)))
+        if len(raw) <= max_bytes:  # (past it, intake refuses by size before reading anything)
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                inputs.append((number, _not_utf8(number)))
+                continue
+            try:
+                orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                inputs.append((number, _not_json(number, exc)))
+                continue
+        inputs.append((number, _intake(raw, max_bytes)))
     return inputs
 
 
@@ -192,9 +242,15 @@ def run(args: argparse.Namespace) -> int:
     data = _read(args.file)
     if data is None:
         return _USAGE_ERROR
+    try:
+        max_bytes, limits = admission_limits()
+    except OperatorError as exc:
+        print(f"a2ui-stream check: {exc}", file=sys.stderr)
+        return _USAGE_ERROR
     policy = HostPolicy(
         schema_versions={SURFACE_KIND: args.floor},
         strictness="strict" if args.strict else "warn",
+        limits=limits,
     )
     try:
         rules = _load_rules()
@@ -202,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"a2ui-stream check: cannot load the schemas: {exc}", file=sys.stderr)
         return _USAGE_ERROR
     now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    inputs = read_inputs(data)
+    inputs = read_inputs(data, max_bytes)
     if not inputs:
         print("a2ui-stream check: no admission records in the input", file=sys.stderr)
     refused = False

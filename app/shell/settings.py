@@ -244,6 +244,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     )
 
 
+def admission_limits(env: Mapping[str, str] | None = None) -> tuple[int, Limits]:
+    """``(max_record_bytes, limits)``: the part of the settings intake and the admission
+    decision read, for ``a2ui-stream check`` (which decides as the worker does without needing
+    the rest of the worker's configuration). A bad value raises ``OperatorError``."""
+    env = os.environ if env is None else env
+    return _int(env, "A2UI_STREAM_MAX_RECORD_BYTES", 1024, 4 * 1024 * 1024), _limits(env)
+
+
 def _limits(env: Mapping[str, str]) -> Limits:
     chain = _int(env, "A2UI_STREAM_MAX_CHILDREN_DEPTH", 0, 32768)
     if chain in (1, 2):

@@ -282,3 +282,63 @@ def test_bench_admission_table_prints_every_figure_with_target_and_ratio() -> No
     assert lines[3].split()[:4] == ["rfc0209-positive", "20", "25.0", "40.0"]
     assert "200.0x" in lines[3] and "(above target)" in lines[3]
     assert "(above target)" not in lines[4]
+
+
+# -- check runs the worker's intake on each record's bytes (app.core.intake) -------------------
+
+
+def test_check_command_refuses_ambiguous_json_as_the_worker_does(
+    tmp_path: Path, capsys: Any
+) -> None:
+    good = orjson.dumps(record(envelope(copy.deepcopy(POSITIVE))))
+    duplicate = good.replace(b'{"runId":', b'{"runId":"t/run-x","runId":', 1)
+    big_int = orjson.dumps(record(envelope(copy.deepcopy(POSITIVE), correlation_id="c2")))
+    big_int = big_int.replace(b'"schemaVersion":2', b'"schemaVersion":18446744073709551616', 1)
+    data = good + b"\n" + duplicate + b"\n" + big_int + b"\n"
+    code, verdicts, _ = _run(tmp_path, data, capsys=capsys)
+    assert code == 1
+    summary = [(v["line"], v["outcome"], v["code"], v["rule"], v["path"]) for v in verdicts]
+    assert summary == [
+        (1, "admitted", None, None, None),
+        (2, "refused", "record_not_json", "record-duplicate-key", "/runId"),
+        (3, "refused", "record_limit_exceeded", "number-range", "/envelope/schemaVersion"),
+    ]
+
+
+def test_check_command_array_document_items_go_through_intake_one_by_one(
+    tmp_path: Path, capsys: Any
+) -> None:
+    first = record(envelope(v2("s", create_msg("s")), correlation_id='a "quoted" ],{ id'))
+    second = orjson.dumps(record(envelope(v2("t", create_msg("t")))))
+    second = second.replace(b'{"runId":', b'{"runId":"x","runId":', 1)
+    third = record(envelope(v2("u", create_msg("u"))))
+    data = b"[\n  " + orjson.dumps(first) + b" ,\n" + second + b",\n" + orjson.dumps(third) + b"\n]"
+    assert isinstance(orjson.loads(data), list)  # one JSON document (orjson keeps the last runId)
+    path = tmp_path / "records.json"
+    path.write_bytes(data)
+    code = check_command.run(_args(str(path)))
+    verdicts = [orjson.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 1
+    assert [(v["index"], v["outcome"], v["rule"]) for v in verdicts] == [
+        (0, "admitted", None),
+        (1, "refused", "record-duplicate-key"),
+        (2, "admitted", None),
+    ]
+
+
+def test_check_command_uses_the_workers_size_and_limit_settings(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    positive = orjson.dumps(record(envelope(copy.deepcopy(POSITIVE))))
+    padded = orjson.dumps(record(envelope(copy.deepcopy(POSITIVE), correlation_id="c" * 100)))
+    monkeypatch.setenv("A2UI_STREAM_MAX_RECORD_BYTES", str(len(positive) + 10))
+    code, verdicts, _ = _run(tmp_path, positive + b"\n" + padded + b"\n", capsys=capsys)
+    assert code == 1
+    assert [(v["outcome"], v["code"], v["rule"]) for v in verdicts] == [
+        ("admitted", None, None),
+        ("refused", "record_too_large", "record-size"),
+    ]
+    monkeypatch.setenv("A2UI_STREAM_MAX_RECORD_BYTES", "lots")
+    code, verdicts, err = _run(tmp_path, positive, capsys=capsys)
+    assert code == 2 and verdicts == []
+    assert "A2UI_STREAM_MAX_RECORD_BYTES='lots' is not an integer" in err
