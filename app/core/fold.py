@@ -28,6 +28,7 @@ from app.core.refusal import Violation
 from app.core.run_lifecycle import apply_host_event
 from app.core.run_state import (
     EMPTY,
+    NO_NODES,
     Correlation,
     FoldStatus,
     Recorded,
@@ -156,7 +157,6 @@ def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violatio
     )
 
 
-_NO_NODES: Final[frozenset[str]] = frozenset()
 NOT_LOOKED_UP: Final[Any] = object()  # apply_with: the caller did not look the entry up
 
 
@@ -194,7 +194,7 @@ def _fold_surface(
 ) -> SurfaceState:
     if old is None:
         status: FoldStatus = "absent"
-        node_ids, tainted = _NO_NODES, untrusted
+        node_ids, tainted = NO_NODES, untrusted
     else:
         status, node_ids, tainted = old.status, old.node_ids, untrusted or old.tainted
     status = _through_tuple(status, kinds)

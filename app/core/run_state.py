@@ -38,6 +38,7 @@ __all__ = [
     "RunState",
     "initial_state",
     "FrozenValue",
+    "NO_NODES",
     "Lifecycle",
     "dump",
     "load",
@@ -52,7 +53,9 @@ EMPTY: Final[PMap[Any, Any]] = PMap()  # shared: a PMap is immutable
 class FrozenValue:
     """An immutable value: its ``_fields`` are read-only attributes (compiled: ``Final``
     attributes of a native class; from source: by convention), compared and hashed by value,
-    copied with changes by ``_replace`` as a named tuple's are."""
+    copied with changes by ``_replace`` as a named tuple's are. A subclass names its fields
+    twice, in ``__slots__`` and ``_fields``: compiled classes keep no ``__slots__`` at run time,
+    and mypyc cannot initialize one class attribute from another."""
 
     __slots__ = ()
     _fields: ClassVar[tuple[str, ...]] = ()
@@ -98,7 +101,7 @@ class Recorded(FrozenValue):
         self.event_id: Final = event_id
 
 
-_NO_NODES: Final[frozenset[str]] = frozenset()
+NO_NODES: Final[frozenset[str]] = frozenset()  # shared: no node bound yet
 
 
 class SurfaceState(FrozenValue):
@@ -120,7 +123,7 @@ class SurfaceState(FrozenValue):
         self,
         status: FoldStatus,
         tainted: bool = False,
-        node_ids: frozenset[str] = _NO_NODES,
+        node_ids: frozenset[str] = NO_NODES,
         partial: bool = False,
         last: Recorded | None = None,
     ) -> None:
@@ -138,7 +141,7 @@ class V1Surface(FrozenValue):
     _fields: ClassVar[tuple[str, ...]] = ("last", "tainted", "node_ids")
 
     def __init__(
-        self, last: Recorded, tainted: bool = False, node_ids: frozenset[str] = _NO_NODES
+        self, last: Recorded, tainted: bool = False, node_ids: frozenset[str] = NO_NODES
     ) -> None:
         self.last: Final = last
         self.tainted: Final = tainted

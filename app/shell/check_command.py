@@ -76,13 +76,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _not_json(line: int | None, exc: Exception) -> Violation:
+def _not_json(line: int | None, refusal: Violation) -> Violation:
     where = f"line {line}" if line is not None else "the input"
     return Violation(
         "record_not_json",
         "json",
         "",
-        f"{where} is not JSON ({exc}); write one admission record {{runId, envelope}} per line",
+        f"{where}: {refusal.message}; write one admission record {{runId, envelope}} per line",
         {"line": line} if line is not None else {},
     )
 
@@ -152,18 +152,14 @@ def read_inputs(data: bytes, max_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        if len(raw) <= max_bytes:  # (past it, intake refuses by size before reading anything)
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                inputs.append((number, _not_utf8(number)))
-                continue
-            try:
-                orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                inputs.append((number, _not_json(number, exc)))
-                continue
-        inputs.append((number, _intake(raw, max_bytes)))
+        found = _intake(raw, max_bytes)
+        # a line that is not UTF-8 or not JSON at all: say which line (intake's other refusals,
+        # size and ambiguity, are the worker's as they are)
+        if isinstance(found, Violation) and found.rule == "record-utf8":
+            found = _not_utf8(number)
+        elif isinstance(found, Violation) and found.rule == "record-json":
+            found = _not_json(number, found)
+        inputs.append((number, found))
     return inputs
 
 

@@ -379,31 +379,34 @@ class ProjectorLoop:
         """After ``partition`` of the log was restored here: answer the recent resync requests
         for its runs, which may have been published while no worker owned them. Waits (at
         most a minute) until the resync tail has read up to the topic's end as of now."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 60
+        deadline = asyncio.get_running_loop().time() + 60
         while self.resync_consumer is None:  # the tail has not started yet
-            remaining = deadline - loop.time()
-            if remaining <= 0:
+            if not await self._next_tail_read(deadline):
                 log.warning("projector: resync tail not started; missed requests not re-checked")
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.resyncs_read.wait(), remaining)
         consumer = self.resync_consumer
         found = await consumer.end_offsets(list(consumer.assignment()))
         ends = {tp.partition: end for tp, end in found.items()}
         while any(self.resync_positions.get(p, -1) < end for p, end in ends.items() if end > 0):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
+            if not await self._next_tail_read(deadline):
                 log.warning("projector: resync tail behind; missed requests not re-checked")
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.resyncs_read.wait(), remaining)
         async with self.lock:
             if partition not in self.owned:
                 return
             for _ts, p, offset, run_id, value in list(self.recent_resyncs):
                 if run_id is not None and self.partitions_of_runs.get(run_id) == partition:
                     await self._answer(value, (p, offset))
+
+    async def _next_tail_read(self, deadline: float) -> bool:
+        """Wait for the resync tail's next pass (or ``deadline``, in loop time); False once the
+        deadline has passed."""
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            return False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.resyncs_read.wait(), remaining)
+        return True
 
     async def _answer(self, value: bytes, source: tuple[int, int]) -> None:
         """Issue 5 §4: one full frame for a resync request of a run this worker owns (once per
