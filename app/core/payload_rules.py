@@ -524,12 +524,26 @@ def _affordance(component: dict[str, Any], name: str, label: str, who: str) -> _
 
 
 def _function_value(component: dict[str, Any], label: str) -> _Found | None:
-    """The first FunctionCall value (an object with ``call``) in the component, except the one
-    the profile admits: ``checks[i].condition`` calling ``required`` over a binding."""
+    """The first FunctionCall-shaped value (an object with ``call``, or with ``functionCall``)
+    anywhere in the component, array items at any depth included (web_core evaluates them:
+    docs/admission.md decision 11), except the one the profile admits: ``checks[i].condition``
+    calling ``required`` over a binding."""
     for tokens, node in _walk(component):
-        if not isinstance(node, dict) or "call" not in node:
+        if not isinstance(node, dict):
             continue
-        call = node["call"]
+        if "call" in node:
+            call = node["call"]
+        elif "functionCall" in node:
+            wrapped = node["functionCall"]
+            call = wrapped.get("call") if isinstance(wrapped, dict) else wrapped
+            return (
+                "function-value",
+                tokens,
+                f"{label} {'/'.join(str(t) for t in tokens)} is a functionCall "
+                f"{_echo(call)}: excluded",
+            )
+        else:
+            continue
         where = "/".join(str(t) for t in tokens)
         if _is_condition(tokens):
             if call != "required":

@@ -213,6 +213,17 @@ def function_call_action(data: st.DataObject, rec: dict[str, Any]) -> None:
                         {"event": {"name": "navigate"}},
                         {"event": {"name": "exchange", "context": {"v": [[["deep"]]]}}},
                         {"event": {"name": "resume"}, "functionCall": {"call": "x"}},
+                        # FunctionCalls inside array literals (issue 14 item 1: web_core
+                        # evaluates array items holding `call`)
+                        {"event": {"name": "resume", "context": {"x": [{"call": "openUrl"}]}}},
+                        {
+                            "event": {
+                                "name": "exchange",
+                                "context": {"x": [1, [{"a": {"call": "now", "args": {}}}]]},
+                            }
+                        },
+                        {"event": {"name": "resume", "context": {"x": [{"functionCall": "f"}]}}},
+                        {"event": {"name": "resume", "context": {"x": [{"to": "Mom"}]}}},
                     ]
                 )
             )
@@ -399,24 +410,21 @@ def _encode(rec: dict[str, Any]) -> bytes:
         return json.dumps(rec).encode()
 
 
-# Lists a renderer walks as structure; every other list in a component is an array literal
-# (openwop-a2ui.md §4 dynValue: "array (≤256; items unconstrained)"), which a renderer hands
-# over as data without evaluating its items (docs/admission.md, "Array literals are data").
-STRUCTURAL_LISTS = frozenset({"checks", "options", "children"})
-
-
-def _evaluated(node: Any) -> Iterator[Any]:
-    """Every node below a component that a renderer evaluates: objects and the structural lists,
-    not the items of an array literal."""
-    yield node
+def _nodes(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every node below a component with its path, array items at any depth included: a
+    renderer evaluates an array literal's items that hold ``call`` or ``path`` (@a2ui/web_core
+    0.11.0 data-context.js "1b. Arrays"; docs/admission.md decision 11)."""
+    yield path, node
     if isinstance(node, dict):
         for key, value in node.items():
-            if isinstance(value, list):
-                if key in STRUCTURAL_LISTS:
-                    for item in value:
-                        yield from _evaluated(item)
-            else:
-                yield from _evaluated(value)
+            yield from _nodes(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _nodes(value, (*path, index))
+
+
+def _is_check_condition(path: tuple[Any, ...]) -> bool:
+    return len(path) == 3 and path[0] == "checks" and path[2] == "condition"
 
 
 def _assert_in_profile(event: dict[str, Any]) -> None:
@@ -441,10 +449,12 @@ def _assert_in_profile(event: dict[str, Any]) -> None:
                 component["component"] == "TextField" and component.get("variant") == "obscured"
             )
             assert not isinstance(component.get("children"), dict)  # no template
-            for node in _evaluated(component):
-                assert not (isinstance(node, dict) and "functionCall" in node)
-                if isinstance(node, dict) and "call" in node:  # only checks[].condition: required
-                    assert node["call"] == "required"
+            for path, node in _nodes(component):
+                if not isinstance(node, dict):
+                    continue
+                assert "functionCall" not in node, path
+                if "call" in node:  # only checks[].condition, and only `required`
+                    assert _is_check_condition(path) and node["call"] == "required", path
     else:
         assert rules().check_v1(payload) is None
 

