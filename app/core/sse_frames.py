@@ -38,12 +38,28 @@ An event goes FULL, for the first reason that applies (``FULL_REASONS``):
               usable eventId for ``surfaceRef``
 Everything else on the stream (v2 surfaces, run lifecycle) passes through byte-identical.
 
+Sticky taint on every read (docs/admission.md decisions 4-5; openwop-a2ui.md §7, RFC 0209
+§C.12, RFC 0143): the log records each envelope's OWN trust, but a surface that has seen one
+untrusted envelope is untrusted for the life of the run. ``present`` turns a recorded event
+into the event a reader is given: a surface event (the run's one v1 surface, or a v2
+``surfaceId``, the identities of ``app.core.surfaces``) whose surface is tainted by the log
+prefix (``Taint``, the surfaces tainted so far) says ``contentTrust: "untrusted"`` and
+``payload.trust: "untrusted"``; only those two fields are rewritten, the recorded envelope
+(``payload.envelope``) travels as recorded. Every read (SSE full events, delta frames and
+their JSON documents, the event-log read, poll) goes through it, with the taint of the WHOLE
+log prefix, so a reconnect with ``Last-Event-ID`` cannot launder either. A delta frame carries
+no trust: it keeps the trust of the consumer's last full event, which ``present`` made sticky,
+so after a taint the chain goes on as deltas (``step`` sees no trust change) and never as a
+full event that says ``trusted``.
+
 Caching (the shell memoizes across connections): the outputs depend only on the cursor's
-content, the event, its bytes and the rules. A cursor is only ever built by ``step``, from the
-last v1 event alone, so its content is a function of ``cursor.event_id``; ``(cursor.event_id,
-event["eventId"])`` is therefore a complete memo key for ``step`` and ``next_output`` (the
-empty cursor has ``event_id`` None; eventIds embed a run hash, so they do not collide across
-runs). The returned frame shares subtrees with the event: treat both as read-only.
+content, the event, its bytes and the rules. The shell feeds ``step`` the events as
+``present`` shows them, which depend only on the recorded event and the trust shown; a cursor
+is only ever built by ``step``, from the last v1 event alone, so its content is a function of
+``(cursor.event_id, cursor.trust)``, and ``(cursor.event_id, cursor.trust, event["eventId"],
+trust shown)`` is a complete memo key for ``step`` and ``next_output`` (the empty cursor has
+``event_id`` None; eventIds embed a run hash, so they do not collide across runs). The
+returned frame shares subtrees with the event: treat both as read-only.
 
 SR-1 (§14) needs no pass here: patch values are subtrees of the recorded payload, which was
 redacted before it was recorded (app.core.admission).
@@ -55,23 +71,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, TypeAlias
 
 import orjson
 
+from app.core.fold import is_v2_body
 from app.core.patch import PatchError, apply_patch, json_equal, verified_diff
 from app.core.payload_rules import PayloadRules
+from app.core.surfaces import V1_SURFACE_ID
 
 __all__ = [
     "SURFACE_EVENT",
     "DELTA_EVENT",
     "FULL_REASONS",
+    "NO_TAINT",
     "DeltaCursor",
+    "Shown",
     "Step",
     "StreamOutput",
+    "Taint",
     "sse_frame",
     "keep_alive",
     "retry_hint",
+    "surface_of",
+    "present",
     "step",
     "next_output",
     "delta_event_doc",
@@ -119,6 +142,79 @@ def retry_hint(ms: int) -> bytes:
     if ms < 0:
         raise ValueError(f"a retry delay is a non-negative number of milliseconds, not {ms}")
     return b"retry: %d\n\n" % ms
+
+
+# --- sticky taint ---------------------------------------------------------------------------------
+
+Taint: TypeAlias = frozenset[str]  # the surfaces (V1_SURFACE_ID or a v2 surfaceId) tainted so far
+NO_TAINT: Final[Taint] = frozenset()
+
+
+class Shown(NamedTuple):
+    """What ``present`` gives a reader for one recorded event: the taint after it, the event
+    and its bytes as the reader sees them (the recorded ones when nothing was rewritten), and
+    the trust it presents (None for an event that is not a surface event)."""
+
+    taint: Taint
+    event: Mapping[str, Any]
+    data: bytes
+    trust: str | None
+
+
+def surface_of(event: Mapping[str, Any]) -> str | None:
+    """The surface a recorded event touches, with ``app.core.surfaces``' identities: a v2 body
+    is its ``surfaceId``, any other surface body is the run's one v1 surface (docs/admission.md
+    decision 4). None for an event that is not a surface event."""
+    if event.get("type") != SURFACE_EVENT:
+        return None
+    body = _get(_get(event.get("payload"), "envelope"), "payload")
+    if not isinstance(body, dict):
+        return None
+    if is_v2_body(body):
+        surface_id = body.get("surfaceId", "")
+        return surface_id if isinstance(surface_id, str) else ""
+    return V1_SURFACE_ID
+
+
+def _says_untrusted(event: Mapping[str, Any], v1: bool) -> bool:
+    """Whether the fields a reader takes the trust from already say ``untrusted``: the root
+    ``contentTrust`` (v1 RunEventDoc; the closed v2 one may lack it) and ``payload.trust``."""
+    if (v1 or "contentTrust" in event) and event.get("contentTrust") != "untrusted":
+        return False
+    return bool(_get(event.get("payload"), "trust") == "untrusted")
+
+
+def _relabelled(event: Mapping[str, Any], v1: bool) -> dict[str, Any]:
+    """``event`` saying ``untrusted`` at the root and in ``payload.trust``; every other field
+    (the envelope included) is the recorded one, in the recorded key order."""
+    shown = dict(event)
+    if v1 or "contentTrust" in event:
+        shown["contentTrust"] = "untrusted"
+    payload = event.get("payload")
+    if isinstance(payload, Mapping):
+        shown["payload"] = {**payload, "trust": "untrusted"}
+    return shown
+
+
+def present(taint: Taint, event: Mapping[str, Any], event_bytes: bytes) -> Shown:
+    """The recorded ``event`` as a reader must see it after a log prefix that tainted
+    ``taint`` (module docstring, "Sticky taint"): a surface event is untrusted when its
+    surface is tainted or when it says so itself (the meet of what it states, §7); then it
+    says ``untrusted`` at the root and in ``payload.trust``, re-encoded only when the recorded
+    bytes did not already say so. Pure; ``event`` is not modified."""
+    surface = surface_of(event)
+    if surface is None:
+        return Shown(taint, event, event_bytes, None)
+    envelope = _get(event.get("payload"), "envelope")
+    if surface not in taint and _trust(event, envelope) == "trusted":
+        return Shown(taint, event, event_bytes, "trusted")
+    if surface not in taint:
+        taint = taint | {surface}
+    v1 = surface == V1_SURFACE_ID
+    if _says_untrusted(event, v1):
+        return Shown(taint, event, event_bytes, "untrusted")
+    shown = _relabelled(event, v1)
+    return Shown(taint, shown, orjson.dumps(shown), "untrusted")
 
 
 # --- RFC 0114 delta transport --------------------------------------------------------------------

@@ -6,6 +6,11 @@ with a sequence above it, in order, then waits for the run to change, writing a 
 comment while idle, and closes after the run's terminal event. With ``?a2uiDelta=1`` (v1 path,
 when enabled) v1 surface events go through ``app.core.sse_frames.next_output``: an RFC 0114
 delta when one verifies, the recorded event otherwise.
+
+Every read gives each event as ``app.core.sse_frames.present`` shows it: sticky taint, derived
+from the run's WHOLE log prefix (a connection resuming after ``Last-Event-ID`` and a poll after
+``afterSequence`` walk the events before their cursor too), so no read launders a tainted
+surface (issue 14 item 7; RFC 0209 §C.12).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import asyncio
 import contextlib
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -21,11 +27,14 @@ from aiohttp import web
 
 from app.core.payload_rules import PayloadRules
 from app.core.sse_frames import (
+    NO_TAINT,
     DeltaCursor,
     StreamOutput,
+    Taint,
     delta_event_doc,
     keep_alive,
     next_output,
+    present,
     sse_frame,
 )
 from app.core.stream_modes import event_in_modes
@@ -38,22 +47,40 @@ _SURFACE = "ui.a2ui-surface"
 
 
 class DeltaMemo:
-    """``next_output`` results shared by every connection: the output for an event depends only
-    on the event and the cursor, and the cursor after a v1 event is determined by that event,
-    so ``(cursor's eventId, eventId)`` identifies the answer (500 subscribers of one run diff
-    each update once, not 500 times)."""
+    """``present`` and ``next_output`` results shared by every connection. The event a reader
+    is shown depends only on the recorded event and the trust it presents (sticky taint), and
+    the cursor after a v1 event only on the event shown, so ``(cursor's eventId, cursor's
+    trust, eventId, trust shown)`` identifies a ``next_output`` answer (500 subscribers of one
+    run diff each update once, not 500 times)."""
 
     def __init__(self, rules: PayloadRules, size: int = 20_000) -> None:
         self.rules = rules
         self.size = size
-        self._memo: OrderedDict[tuple[str | None, str], tuple[DeltaCursor, StreamOutput, bytes]] = (
-            OrderedDict()
-        )
-        self._plain: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._memo: OrderedDict[
+            tuple[str | None, str | None, str, str | None], tuple[DeltaCursor, StreamOutput, bytes]
+        ] = OrderedDict()
+        self._plain: OrderedDict[tuple[str, int, str | None], bytes] = OrderedDict()
+        self._relabelled: OrderedDict[tuple[str, int], LoggedEvent] = OrderedDict()
 
-    def plain(self, logged: LoggedEvent) -> bytes:
-        """The SSE bytes of a recorded event as it is, encoded once for every connection."""
+    def present(self, taint: Taint, logged: LoggedEvent) -> tuple[Taint, LoggedEvent, str | None]:
+        """The taint after ``logged``, the event as a reader is shown it (``logged`` itself
+        unless its trust was rewritten; a rewrite is encoded once) and the trust shown."""
+        shown = present(taint, logged.event, logged.data)
+        if shown.event is logged.event:
+            return shown.taint, logged, shown.trust
         key = (str(logged.event.get("eventId")), logged.offset)
+        found = self._relabelled.get(key)
+        if found is None:
+            found = replace(logged, data=shown.data, event=dict(shown.event))
+            self._relabelled[key] = found
+            if len(self._relabelled) > self.size:
+                self._relabelled.popitem(last=False)
+        return shown.taint, found, shown.trust
+
+    def plain(self, logged: LoggedEvent, trust: str | None) -> bytes:
+        """The SSE bytes of an event as shown (``present``), encoded once for every
+        connection."""
+        key = (str(logged.event.get("eventId")), logged.offset, trust)
         found = self._plain.get(key)
         if found is None:
             found = self._plain[key] = sse_frame(logged.type, logged.data, logged.sequence)
@@ -61,20 +88,23 @@ class DeltaMemo:
                 self._plain.popitem(last=False)
         return found
 
-    def output(self, cursor: DeltaCursor, logged: LoggedEvent) -> tuple[DeltaCursor, StreamOutput]:
-        after, out, _encoded = self._entry(cursor, logged)
+    def output(
+        self, cursor: DeltaCursor, logged: LoggedEvent, trust: str | None
+    ) -> tuple[DeltaCursor, StreamOutput]:
+        after, out, _encoded = self._entry(cursor, logged, trust)
         return after, out
 
     def sse(
-        self, cursor: DeltaCursor, logged: LoggedEvent
+        self, cursor: DeltaCursor, logged: LoggedEvent, trust: str | None
     ) -> tuple[DeltaCursor, StreamOutput, bytes]:
         """``output`` and its SSE bytes, encoded once for every connection."""
-        return self._entry(cursor, logged)
+        return self._entry(cursor, logged, trust)
 
     def _entry(
-        self, cursor: DeltaCursor, logged: LoggedEvent
+        self, cursor: DeltaCursor, logged: LoggedEvent, trust: str | None
     ) -> tuple[DeltaCursor, StreamOutput, bytes]:
-        key = (cursor.event_id, str(logged.event.get("eventId")))
+        """``logged`` is the event as shown, ``trust`` the trust ``present`` said it shows."""
+        key = (cursor.event_id, cursor.trust, str(logged.event.get("eventId")), trust)
         found = self._memo.get(key)
         if found is None:
             after, out = next_output(cursor, logged.event, logged.data, self.rules)
@@ -85,19 +115,32 @@ class DeltaMemo:
         return found
 
 
-def _seed(events: Iterable[LoggedEvent], upto: int, memo: DeltaMemo) -> DeltaCursor:
-    """The delta cursor of a connection resuming after ``upto``: what the client holds is the
-    last v1 surface at or before it."""
-    last = None
+def _seed(events: Iterable[LoggedEvent], upto: int, memo: DeltaMemo) -> tuple[DeltaCursor, Taint]:
+    """What a connection resuming after ``upto`` starts from: the taint of the log prefix up
+    to it, and the delta cursor of what the client holds (the last v1 surface at or before it,
+    as it was shown)."""
+    taint, last = NO_TAINT, None
     for logged in events:
         if logged.sequence > upto:
             break
+        taint, shown, trust = memo.present(taint, logged)
         if logged.type == _SURFACE and logged.event.get("payload", {}).get("version") in (0, 1):
-            last = logged
+            last = (shown, trust)
     if last is None:
-        return DeltaCursor()
-    cursor, _ = memo.output(DeltaCursor(), last)
-    return cursor
+        return DeltaCursor(), taint
+    cursor, _ = memo.output(DeltaCursor(), *last)
+    return cursor, taint
+
+
+def _shown_after(events: Iterable[LoggedEvent], after: int, memo: DeltaMemo) -> list[Any]:
+    """The documents of the events with a sequence above ``after``, as shown: the taint comes
+    from every event before them too."""
+    taint, docs = NO_TAINT, []
+    for logged in events:
+        taint, shown, _trust = memo.present(taint, logged)
+        if logged.sequence > after:
+            docs.append(shown.event)
+    return docs
 
 
 def _snapshot(run: RunLog, projection: Projection, sequence: int) -> bytes:
@@ -130,33 +173,30 @@ class RunStreams:
     def event_docs(self, run: RunLog, *, after: int, delta: bool) -> list[Any]:
         """The event-log read (§9 ``Accept: application/json``): the recorded events, or with
         ``delta`` the RFC 0114 rendering (deltas nested as ``payload``, §16c)."""
-        cursor = DeltaCursor()
+        if not delta:
+            return _shown_after(run.events, after, self.memo)
+        cursor, taint = DeltaCursor(), NO_TAINT
         docs: list[Any] = []
         for logged in run.events:
-            if delta:
-                cursor, out = self.memo.output(cursor, logged)
-                if logged.sequence <= after:
-                    continue
-                if out.kind == "delta":
-                    docs.append(delta_event_doc(logged.event, orjson.loads(out.data)))
-                    continue
-            elif logged.sequence <= after:
+            taint, shown, trust = self.memo.present(taint, logged)
+            cursor, out = self.memo.output(cursor, shown, trust)
+            if logged.sequence <= after:
                 continue
-            docs.append(logged.event)
+            if out.kind == "delta":
+                docs.append(delta_event_doc(shown.event, orjson.loads(out.data)))
+            else:
+                docs.append(shown.event)
         return docs
 
     async def poll(self, run: RunLog, after: int, timeout: float) -> dict[str, Any]:
         """§9 v2 poll: events with sequence > ``after``; waits up to ``timeout`` when none."""
-        events = run.after(after)
-        if not events and not run.terminal:
+        if not run.after(after) and not run.terminal:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(run.changed.wait(), timeout)
-            current = self.index.get(run.run_id) or run
-            events = current.after(after)
-            run = current
+            run = self.index.get(run.run_id) or run
         return {
             "runId": run.run_id,
-            "events": [e.event for e in events],
+            "events": _shown_after(run.events, after, self.memo),
             "lastSequence": run.last_sequence,
             "status": run.status,
             "isTerminal": run.terminal,
@@ -200,7 +240,7 @@ class RunStreams:
         delta: bool,
     ) -> None:
         values = "values" in modes
-        cursor = _seed(run.events, after, self.memo) if delta else DeltaCursor()
+        cursor, taint = _seed(run.events, after, self.memo)
         projection = Projection()
         if values:  # §9: in values mode a snapshot comes first
             for logged in run.events:
@@ -212,16 +252,18 @@ class RunStreams:
             pending = run.after(after)
             for logged in pending:
                 after = logged.sequence
-                if values:
+                if values:  # the projection's trust is sticky already (app.core.surfaces)
                     projection, _ = project(projection, logged.event)
                     body = _snapshot(run, projection, after)
                     await response.write(sse_frame("state.snapshot", body, after))
-                elif delta:
-                    cursor, _out, encoded = self.memo.sse(cursor, logged)
+                    continue
+                taint, shown, trust = self.memo.present(taint, logged)
+                if delta:
+                    cursor, _out, encoded = self.memo.sse(cursor, shown, trust)
                     if event_in_modes(logged.type, modes):
                         await response.write(encoded)
                 elif event_in_modes(logged.type, modes):
-                    await response.write(self.memo.plain(logged))
+                    await response.write(self.memo.plain(shown, trust))
             if run.terminal:
                 return
             try:

@@ -1,6 +1,7 @@
 """The run event stream (app.core.sse_frames): SSE encoding round-tripped through a tiny WHATWG
 parser; RFC 0114 v1 delta transport, with the conformance suite's reconstruction leg (§16c)
-server-free, every full-frame reason, and the law ``reconstruct(full, deltas) == last payload``.
+server-free, every full-frame reason, and the law ``reconstruct(full, deltas) == last payload``;
+sticky taint on every event shown (``present``), agreeing with the projection's trust.
 """
 
 from __future__ import annotations
@@ -23,15 +24,20 @@ from app.core.payload_rules import PayloadRules
 from app.core.sse_frames import (
     DELTA_EVENT,
     FULL_REASONS,
+    NO_TAINT,
     DeltaCursor,
     delta_event_doc,
     keep_alive,
     next_output,
+    present,
     retry_hint,
     sse_frame,
     step,
+    surface_of,
 )
+from app.core.surfaces import V1_SURFACE_ID, Projection, project
 from app.shell.schema_files import load_schema_documents
+from tests.core import projection_support as ps
 from tests.core.projection_support import FULL_SURFACE_V0
 
 UPSTREAM = Path(__file__).resolve().parents[2].parent / "shared" / "upstream" / "openwop"
@@ -544,10 +550,12 @@ if st is not None:
             trust = edit[1] if edit[0] == "trust" else trust
             events.append(recorded(sequence, body, trust=trust))
         frame_schema = upstream_frame_or_none()
-        cursor, held, held_trust = DeltaCursor(), None, None
+        cursor, held, held_trust, taint, sticky = DeltaCursor(), None, None, NO_TAINT, "trusted"
         for event in events:
             assert RULES.check_v1(held_payload(event)) is None  # the generator stays in catalog
-            cursor, output = next_output(cursor, event, orjson.dumps(event), RULES)
+            sticky = "untrusted" if event["contentTrust"] == "untrusted" else sticky
+            taint, shown, data, _trust = present(taint, event, orjson.dumps(event))
+            cursor, output = next_output(cursor, shown, data, RULES)
             if output.kind == "full":
                 full = orjson.loads(output.data)
                 held, held_trust = held_payload(full), full["contentTrust"]
@@ -560,12 +568,156 @@ if st is not None:
                 assert jsonpatch.apply_patch(held, frame["patch"]) == ours
                 held = ours
             assert json_equal(held, held_payload(event))
-            assert held_trust == event["contentTrust"]  # a delta never drops untrusted
+            assert held_trust == sticky  # a delta never drops untrusted, nothing launders it
 
 else:  # pragma: no cover
 
     def test_reconstruction_law() -> None:
         pytest.skip("hypothesis is not installed")
+
+
+# --- sticky taint: every event shown after a taint says untrusted (issue 14 item 7) ------------
+
+
+def v2_event(sequence: int, sid: str, *messages: Any, trust: str = "trusted") -> dict[str, Any]:
+    event = ps.event(sequence, ps.v2(sid, *messages), run_id=RUN, trust=trust)
+    event["eventId"] = event_id_for(RUN, sequence)
+    return event
+
+
+def v1_at(sequence: int, trust: str = "trusted", text: str | None = None) -> dict[str, Any]:
+    body = with_components((1, text or f"text {sequence}"))
+    return recorded(sequence, body, trust=trust)
+
+
+def meta_only(sequence: int) -> dict[str, Any]:
+    """Root and payload say trusted, the envelope's meta says untrusted (never recorded by our
+    admission, but a reader must take the meet, §7)."""
+    event = v1_at(sequence)
+    event["payload"]["envelope"]["meta"]["contentTrust"] = "untrusted"
+    return event
+
+
+def no_root_trust(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k != "contentTrust"}
+
+
+U, T = "untrusted", "trusted"
+CREATE_A = (ps.create("a"), ps.components("a", ps.text("root")))
+CREATE_B = (ps.create("b"), ps.components("b", ps.text("root")))
+UPDATE = ps.components("a", ps.text("root", "later"))
+UPDATE_B = ps.components("b", ps.text("root", "later"))
+
+TAINT_CASES: list[tuple[str, list[dict[str, Any]], list[str | None]]] = [
+    ("v1: untrusted, then trusted updates", [v1_at(0), v1_at(1, U), v1_at(2), v1_at(3)],
+     [T, U, U, U]),
+    ("v1: the first envelope untrusted", [v1_at(0, U), v1_at(1)], [U, U]),
+    ("v1: untrusted in meta only taints", [v1_at(0), meta_only(1), v1_at(2)], [T, U, U]),
+    ("v1: across run lifecycle events", [lifecycle(0), v1_at(1, U), lifecycle(2, "node.started"),
+     v1_at(3)], [None, U, None, U]),
+    ("v2: per surface", [v2_event(0, "a", *CREATE_A), v2_event(1, "b", *CREATE_B),
+     v2_event(2, "a", UPDATE, trust=U), v2_event(3, "a", UPDATE), v2_event(4, "b", UPDATE_B)],
+     [T, T, U, U, T]),
+    ("v2: a delete and a re-create keep it", [v2_event(0, "a", *CREATE_A, trust=U),
+     v2_event(1, "a", ps.delete("a")), v2_event(2, "a", *CREATE_A)], [U, U, U]),
+    ("v2: without a root contentTrust", [no_root_trust(v2_event(0, "a", *CREATE_A, trust=U)),
+     no_root_trust(v2_event(1, "a", UPDATE))], [U, U]),
+    ("v1 and v2 taint apart", [v1_at(0, U), v2_event(1, "a", *CREATE_A), v1_at(2),
+     v2_event(3, "a", UPDATE, trust=U), v2_event(4, "a", UPDATE)], [U, T, U, U, U]),
+    ("trusted all along", [v1_at(0), v2_event(1, "a", *CREATE_A), v1_at(2)], [T, T, T]),
+]  # fmt: skip
+
+
+def shown_stream(events: list[dict[str, Any]]) -> list[Any]:
+    taint, out = NO_TAINT, []
+    for event in events:
+        shown = present(taint, event, orjson.dumps(event))
+        taint = shown.taint
+        out.append(shown)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [case[1:] for case in TAINT_CASES],
+    ids=[case[0] for case in TAINT_CASES],
+)
+def test_every_event_of_a_tainted_surface_is_shown_untrusted(
+    events: list[dict[str, Any]], expected: list[str | None]
+) -> None:
+    recorded_bytes = [orjson.dumps(e) for e in events]
+    snapshot = copy.deepcopy(events)
+    for event, data, shown, trust in zip(
+        events, recorded_bytes, shown_stream(events), expected, strict=True
+    ):
+        assert shown.trust == trust
+        assert orjson.loads(shown.data) == shown.event  # the bytes are the event shown
+        says_so = trust == U and event.get("contentTrust", U) == event["payload"]["trust"] == U
+        if trust in (None, T) or says_so:
+            assert shown.event is event and shown.data == data  # untouched, byte for byte
+            continue
+        # untrusted: both trust fields say so; nothing else changed, envelope as recorded
+        assert shown.event["payload"]["trust"] == U
+        assert shown.event.get("contentTrust", U) == U
+        assert ("contentTrust" in shown.event) == (
+            "contentTrust" in event or surface_of(event) == V1_SURFACE_ID
+        )
+        assert shown.event["payload"]["envelope"] is event["payload"]["envelope"]
+        rest = {k: v for k, v in shown.event.items() if k not in ("contentTrust", "payload")}
+        assert rest == {k: v for k, v in event.items() if k not in ("contentTrust", "payload")}
+        assert list(shown.event)[: len(event)] == list(event)  # the recorded key order
+        assert orjson.dumps(event["payload"]["envelope"]) in shown.data  # §8 byte equality
+    assert events == snapshot  # present never writes into the recorded event
+
+
+PROJECTION_CASES = [case for case in TAINT_CASES if "meta only" not in case[0]]
+
+
+@pytest.mark.parametrize("events", [case[1] for case in PROJECTION_CASES],
+                         ids=[case[0] for case in PROJECTION_CASES])  # fmt: skip
+def test_shown_trust_is_the_projections_sticky_trust(events: list[dict[str, Any]]) -> None:
+    """One rule, two homes: what a reader is shown equals the materialized surface's trust
+    (app.core.surfaces, which the values mode and every subscriber frame use). The projection
+    reads the root and ``payload.trust``, not the envelope's meta, so the meta-only case (which
+    admission never records: it writes the normalized trust in both) is left out."""
+    projection = Projection()
+    for event, shown in zip(events, shown_stream(events), strict=True):
+        projection, changes = project(projection, event)
+        assert [c.new.trust for c in changes] == ([] if shown.trust is None else [shown.trust])
+
+
+def test_a_resumed_reader_gets_the_taint_of_the_whole_prefix() -> None:
+    """Last-Event-ID / afterSequence: the prefix the connection skipped still taints."""
+    events = [v1_at(0), v1_at(1, U), v1_at(2), v2_event(3, "a", *CREATE_A, trust=U), v1_at(4)]
+    whole = shown_stream(events)
+    for cut in range(len(events)):
+        taint = shown_stream(events[:cut])[-1].taint if cut else NO_TAINT
+        resumed = []
+        for event in events[cut:]:
+            shown = present(taint, event, orjson.dumps(event))
+            taint = shown.taint
+            resumed.append(shown.data)
+        assert resumed == [s.data for s in whole[cut:]]
+
+
+def test_after_a_taint_the_delta_chain_never_sends_a_trusted_full() -> None:
+    """The RFC 0114 stream, composed as the shell does (present, then next_output): the frame
+    after an untrusted event is a delta (no trust change) or an untrusted full, and its JSON
+    document says untrusted."""
+    events = [v1_at(0), v1_at(1, U), v1_at(2), v1_at(3, text="other"), v1_at(4)]
+    cursor, taint, kinds = DeltaCursor(), NO_TAINT, []
+    for event in events:
+        taint, shown, data, _trust = present(taint, event, orjson.dumps(event))
+        before = cursor
+        cursor, output = next_output(cursor, shown, data, RULES)
+        kinds.append(output.kind)
+        assert cursor.trust == (T if event["sequence"] == 0 else U)
+        if output.kind == "full":
+            assert orjson.loads(output.data)["contentTrust"] == cursor.trust
+        else:
+            frame = step(before, shown, RULES).frame
+            assert frame is not None and delta_event_doc(shown, frame)["contentTrust"] == U
+    assert kinds == ["full", "full", "delta", "delta", "delta"]
 
 
 def upstream_frame_or_none() -> Draft202012Validator | None:
