@@ -19,7 +19,11 @@ in the v2 reference host" and the normative list):
                       a cycle in the children graph                   -> envelope_invalid
   6. cross-field      surface-id-equality, catalog-equality (v2)      -> envelope_invalid
   7. fold             the §6 guard across the run's log and the envelope -> envelope_invalid
-  8. SR-1 redaction, trust normalization, sticky taint, record (``fold.apply``).
+     identifiers      no registered secret in an identifier (app.core.identifiers)
+                                                                      -> envelope_invalid
+  8. redaction        SR-1; the redacted record must still pass the shape, its branch and
+                      the limits (a secret's marker can outgrow a maxLength) -> envelope_invalid
+     then trust normalization, sticky taint, record (``fold.apply``).
 
 A refusal records nothing and leaves the state untouched (§5 (7)). ``run_terminal`` is not
 modelled: run lifecycle is not part of this state (docs/admission.md).
@@ -40,9 +44,10 @@ import orjson
 
 from app.core.cross_field import kinds_and_cross_field
 from app.core.fold import NOT_LOOKED_UP, apply_with, guard
-from app.core.limits import check_envelope, plainly_within
+from app.core.identifiers import secret_identifier
+from app.core.limits import Branch, check_envelope, plainly_within
 from app.core.policy import SURFACE_KIND, UNIVERSAL_KINDS, HostPolicy
-from app.core.redaction import Secrets, prepare, redact, redact_text
+from app.core.redaction import Secrets, prepare, redact, redact_text, redact_violation
 from app.core.refusal import Violation
 from app.core.run_state import FrozenValue, Recorded, RunState, initial_state
 
@@ -151,6 +156,7 @@ class _Ctx:
         "cross",
         "correlation",
         "surface",
+        "redacted",
     )
 
     def __init__(self, record: Any, state: RunState | None, policy: HostPolicy, rules: Rules):
@@ -173,6 +179,9 @@ class _Ctx:
         # up; the fold reuses them when the keys are the recorded ones, i.e. without secrets)
         self.correlation: Any = NOT_LOOKED_UP
         self.surface: Any = NOT_LOOKED_UP
+        # the envelope to record: SR-1 redacted by the redaction step (the SAME object when
+        # nothing matched, so key order and bytes are as received)
+        self.redacted: dict[str, Any] | None = None
 
     def key(self, text: str) -> str:
         """A state key as it will appear in the recorded (SR-1 redacted) log."""
@@ -333,6 +342,42 @@ def _fold(ctx: _Ctx) -> Violation | Deduplicated | None:
     return guard("absent" if found is None else found.status, surface_id, ctx.kinds)
 
 
+def _identifiers(ctx: _Ctx) -> Violation | Deduplicated | None:
+    # app.core.identifiers: a secret in an identifier is refused, never redacted (issue 14)
+    return secret_identifier(ctx.record, ctx.secrets) if ctx.secrets else None
+
+
+def _redaction(ctx: _Ctx) -> Violation | Deduplicated | None:
+    # §14 SR-1 over the whole envelope (every string leaf and key, reasoning included). The law
+    # "every recorded event is valid under the profile it was admitted by" holds only if the
+    # redacted envelope still passes: a marker longer than its secret can outgrow a maxLength.
+    if not ctx.secrets:
+        return None
+    redacted = redact(ctx.envelope, ctx.secrets)
+    ctx.redacted = redacted
+    if redacted is ctx.envelope:
+        return None
+    violation = ctx.rules.check_record({"runId": ctx.run_id, "envelope": redacted})
+    if violation is None and ctx.kind == SURFACE_KIND:
+        payload = redacted["payload"]
+        violation = ctx.rules.check_v2(payload) if ctx.v2 else ctx.rules.check_v1(payload)
+    if violation is None:
+        branch: Branch = "unchecked" if ctx.kind != SURFACE_KIND else "v2" if ctx.v2 else "v1"
+        violation = check_envelope(redacted, branch, ctx.kinds, ctx.policy.limits)
+    if violation is None:
+        return None
+    where = violation.path or "/"
+    return Violation(
+        "envelope_invalid",
+        "redaction-invalid",
+        violation.path,
+        f"SR-1 redaction would leave the record invalid at {where} ({violation.message}): a "
+        "registered secret sits where its [REDACTED:<secretId>] marker does not fit (text "
+        "near its length limit); send the record without the secret there",
+        {"rule": "redaction-invalid", "cause": violation.rule},
+    )
+
+
 # The rule order (openwop-a2ui.md §5). One choke point applies it: ``decide``.
 STEPS: Final[tuple[tuple[str, Step], ...]] = (
     ("envelope-shape", _envelope_shape),
@@ -341,15 +386,15 @@ STEPS: Final[tuple[tuple[str, Step], ...]] = (
     ("floor", _floor),
     ("branch", _branch),
     ("limits", _limits),
+    ("identifiers", _identifiers),
     ("cross-field", _cross_field),
     ("fold", _fold),
+    ("redaction", _redaction),
 )
 
 
 def _record(ctx: _Ctx, now: str, event_id: str | None) -> Admitted:
-    # §14 SR-1 over the whole envelope (every string leaf and key, reasoning included); the
-    # SAME object comes back when nothing matched, so key order and bytes are as received.
-    envelope = redact(ctx.envelope, ctx.secrets) if ctx.secrets else ctx.envelope
+    envelope = ctx.envelope if ctx.redacted is None else ctx.redacted
     meta = envelope.get("meta")
     # §7 trust normalization: untrusted iff meta.contentTrust == "untrusted".
     untrusted = isinstance(meta, dict) and meta.get("contentTrust") == "untrusted"
@@ -402,19 +447,6 @@ def encode_event(admitted: Admitted) -> bytes | Refused:
         )
 
 
-def _scrub(violation: Violation, secrets: Secrets) -> Violation:
-    """§14: redacted material must not appear in an error either."""
-    if not secrets:
-        return violation
-    return Violation(
-        violation.code,
-        violation.rule,
-        redact_text(violation.path, secrets),
-        redact_text(violation.message, secrets),
-        redact(dict(violation.details), secrets),
-    )
-
-
 def decide(
     record: Any,
     state: RunState | None,
@@ -439,5 +471,5 @@ def decide(
             continue
         if isinstance(result, Deduplicated):
             return result
-        return Refused(_scrub(result, ctx.secrets))
+        return Refused(redact_violation(result, ctx.secrets))
     return _record(ctx, now, event_id)

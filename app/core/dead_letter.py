@@ -3,8 +3,11 @@
 Pure: standard library and app.core. "Nothing lost" without storing registered secrets
 (openwop-a2ui.md §14; docs/pipeline.md): the original bytes are kept, base64, except that every
 registered SR-1 secret of the run is replaced in them, both as raw UTF-8 and in its JSON-escaped
-form, by ``[REDACTED:<secretId>]``. ``sha256`` and ``size`` are of the bytes as received, so a
-replay can prove which record it was; ``redacted`` says whether anything was replaced.
+form, by ``[REDACTED:<secretId>]``; the refusal (path, message, details) and the runId and
+correlationId the letter names are redacted the same way, so a dead letter is the one sink
+where every refusal is scrubbed, whichever rule produced it. ``sha256`` and ``size`` are of
+the bytes as received, so a replay can prove which record it was; ``redacted`` says whether
+anything was replaced.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import base64
 import hashlib
 from typing import Any
 
-from app.core.redaction import Secrets, redact_text
+from app.core.redaction import Secrets, redact_text, redact_violation
 from app.core.refusal import Violation
 
 __all__ = ["dead_letter", "redact_bytes"]
@@ -49,6 +52,10 @@ def dead_letter(
 ) -> dict[str, Any]:
     raw = original or b""
     kept = raw if keep_bytes else b""
+    if secrets:
+        violation = redact_violation(violation, secrets)
+        run_id = None if run_id is None else redact_text(run_id, secrets)
+        correlation_id = None if correlation_id is None else redact_text(correlation_id, secrets)
     if secrets and kept:
         kept = redact_bytes(raw, secrets)
         # JSON escapes can spell a secret in other ways (\u0041...): the decoded text is also

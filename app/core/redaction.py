@@ -13,8 +13,8 @@ Rules implemented:
 - key order preserved, and a value with nothing to redact is returned as the SAME object
   (the recorded envelope must stay byte-equal to the received one, RFC 0209 §C.11).
 
-The walk is iterative (no recursion limit on deep input). May import: the standard library
-and orjson.
+The walk is iterative (no recursion limit on deep input). May import: the standard library,
+orjson and app.core.refusal.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["MIN_SECRET_LENGTH", "Secrets", "prepare", "redact_text", "redact"]
+from app.core.refusal import Violation
+
+__all__ = ["MIN_SECRET_LENGTH", "Secrets", "prepare", "redact_text", "redact", "redact_violation"]
 
 MIN_SECRET_LENGTH: Final = 8
 
@@ -108,3 +110,18 @@ def redact(value: Any, secrets: Secrets) -> Any:
             else:
                 dst.append(item)
     return root
+
+
+def redact_violation(violation: Violation, secrets: Secrets) -> Violation:
+    """§14: redacted material must not appear in an error either: the path, the message and
+    the details of a refusal, scrubbed like a recorded event (``violation`` itself when there
+    are no secrets)."""
+    if not secrets:
+        return violation
+    return Violation(
+        violation.code,
+        violation.rule,
+        redact_text(violation.path, secrets),
+        redact_text(violation.message, secrets),
+        redact(dict(violation.details), secrets),
+    )

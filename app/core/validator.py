@@ -30,18 +30,27 @@ from app.core.admission import (
     encode_event,
     event_id_for,
 )
-from app.core.dead_letter import dead_letter
+from app.core.dead_letter import dead_letter, redact_bytes
 from app.core.fold import apply
 from app.core.host_commands import ForkSource, decide_command, resume_of
+from app.core.identifiers import secret_identifier
 from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
 from app.core.keys import log_key, partition_for_run
 from app.core.policy import HostPolicy
-from app.core.redaction import prepare
+from app.core.redaction import Secrets, prepare
 from app.core.refusal import Violation
 from app.core.run_lifecycle import TERMINAL_STATUSES
 from app.core.run_state import RunState
 
-__all__ = ["Append", "AppendMany", "Duplicate", "Reject", "SourceRecord", "validate"]
+__all__ = [
+    "Append",
+    "AppendMany",
+    "Duplicate",
+    "Reject",
+    "SourceRecord",
+    "letter_secrets",
+    "validate",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +113,26 @@ def _correlation_of(record: Any) -> str | None:
     return cid if isinstance(cid, str) else None
 
 
+def _key_text(key: bytes | None) -> str | None:
+    if key is None:
+        return None
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def letter_secrets(policy: HostPolicy, run_id: str | None, key: bytes | None) -> Secrets:
+    """SR-1 (§14) for a dead letter: the registrations of the run the record names and of the
+    run its Kafka key names (a record that never parsed still told us its run by its key), and
+    the deployment-wide ones."""
+    runs = [r for r in dict.fromkeys((run_id, _key_text(key))) if r is not None]
+    registered: tuple[tuple[str, str], ...] = policy.secrets_for("")
+    for run in runs:
+        registered += policy.secrets_for(run)
+    return prepare(registered)
+
+
 def _reject(
     violation: Violation,
     source: SourceRecord,
@@ -112,9 +141,7 @@ def _reject(
     run_id: str | None,
     correlation_id: str | None,
 ) -> Reject:
-    # SR-1 (§14): the run's registrations, and the deployment-wide ones even when the bytes
-    # never told us the run (not UTF-8, not JSON).
-    secrets = prepare(policy.secrets_for(run_id if run_id is not None else ""))
+    secrets = letter_secrets(policy, run_id, source.key)
     letter = dead_letter(
         violation,
         source.value,
@@ -127,7 +154,9 @@ def _reject(
         secrets=secrets,
     )
     key = run_id.encode("utf-8") if run_id is not None else source.key
-    return Reject(key, orjson.dumps(letter), violation.code, run_id)
+    if key is not None and secrets:
+        key = redact_bytes(key, secrets)  # the letter is sent to the source's partition
+    return Reject(key, orjson.dumps(letter), violation.code, letter["runId"])
 
 
 def validate(
@@ -164,8 +193,20 @@ def validate(
         )
         return _reject(wrong, source, now, policy, run_id, correlation_id)
     state = state_of(run_id) if run_id is not None else None
-    if isinstance(intake.record, dict) and "command" in intake.record and run_id is not None:
-        return _command(intake.record, state, source, now, policy, run_id, fetched)
+    record = intake.record
+    if isinstance(record, dict) and "command" in record:
+        if "envelope" in record:  # exactly one of the two shapes (issue 14 item 9)
+            both = Violation(
+                "validation_error",
+                "record-shape",
+                "",
+                "an admission record is {runId, envelope} (an AI envelope) or {runId, command} "
+                "(a host command), never both: send them as two records",
+                {"rule": "record-shape"},
+            )
+            return _reject(both, source, now, policy, run_id, correlation_id)
+        if run_id is not None:
+            return _command(record, state, source, now, policy, run_id, fetched)
     if state is not None and state.lifecycle.status in TERMINAL_STATUSES:
         # §13: an envelope for a run that ended is refused (run_terminal), recording nothing.
         ended = Violation(
@@ -207,6 +248,9 @@ def _command(
 ) -> AppendMany | Reject:
     current = state if state is not None else RunState.initial(run_id)
     secrets = prepare(policy.secrets_for(run_id))
+    in_id = secret_identifier(record, secrets)
+    if in_id is not None:
+        return _reject(in_id, source, now, policy, run_id, None)
     decided = decide_command(
         record, current, fetched, now=now, event_id_for=event_id_for, secrets=secrets
     )

@@ -40,7 +40,7 @@ from aiokafka.errors import (
     RecordTooLargeError,
 )
 
-from app.core.dead_letter import dead_letter
+from app.core.dead_letter import dead_letter, redact_bytes
 from app.core.fold import apply
 from app.core.host_commands import ForkSource, fork_source_of
 from app.core.intake import Intake, read_admission
@@ -55,6 +55,7 @@ from app.core.validator import (
     Duplicate,
     Reject,
     SourceRecord,
+    letter_secrets,
     validate,
 )
 from app.shell.kafka_io import group_consumer, read_range, read_topic
@@ -395,6 +396,7 @@ class ValidatorLoop:
 
     async def _dead_letter_unrecordable(self, tp: TopicPartition, record: Any, error: str) -> None:
         assert self.producer is not None
+        secrets = letter_secrets(self.policy, None, record.key)
         letter = dead_letter(
             Violation(
                 "record_unrecordable",
@@ -411,12 +413,13 @@ class ValidatorLoop:
             now=now_rfc3339(),
             run_id=None,
             correlation_id=None,
+            secrets=secrets,
             keep_bytes=False,
         )
         send = (
             self.config.deadletter_topic,
             tp.partition,
-            record.key,
+            redact_bytes(record.key, secrets) if record.key is not None else None,
             orjson.dumps(letter),
             [(SOURCE_HEADER, f"{tp.partition}:{record.offset}".encode())],
         )

@@ -215,3 +215,79 @@ def test_validator_refuses_what_cannot_be_encoded_instead_of_crashing() -> None:
     out = validate(_source("r", raw), {}.get, HostPolicy(), RULES, now=NOW, partitions=N)
     assert isinstance(out, Reject)
     assert out.code == "record_limit_exceeded"
+
+
+# --- issue 14: ambiguous records and secrets in dead letters --------------------------------------
+
+SECRET = "sk_live_0123456789abcdef"
+RUN_S = "tenant-a/run-0000000000000001"
+SECRETS = HostPolicy(secrets={RUN_S: (("k", SECRET),)})
+
+
+def _letter(out: object) -> dict:
+    assert isinstance(out, Reject), out
+    return orjson.loads(out.value)
+
+
+def test_a_record_with_both_an_envelope_and_a_command_is_refused() -> None:
+    """Item 9: such a record was decided as the command, its envelope silently dropped."""
+    both = orjson.loads(_record("r", "c-1", [CREATE]))
+    both["command"] = {"type": "run.cancel"}
+    out = validate(
+        _source("r", orjson.dumps(both)),
+        lambda _r: None,
+        HostPolicy(),
+        RULES,
+        now=NOW,
+        partitions=N,
+    )
+    letter = _letter(out)
+    assert (letter["code"], letter["rule"], letter["path"]) == (
+        "validation_error",
+        "record-shape",
+        "",
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b'{"runId": "tenant-a/run-0000000000000001", "envelope": {"note": "' + SECRET.encode(),
+        b'{"runId": "x", "note": "' + SECRET.encode() + b'", "bad": "\xff"}',
+        b'{"runId": "tenant-a/run-0000000000000001", "note": "'
+        + SECRET.encode()
+        + b'", "runId": "tenant-a/run-0000000000000001"}',
+    ],
+    ids=["truncated", "not-utf8", "duplicate-member"],
+)
+def test_a_dead_letter_of_an_unparsed_record_is_redacted_by_its_keys_run(value: bytes) -> None:
+    """Item 6c: the Kafka key names the run, so the run's secrets apply even when the bytes
+    never became a record."""
+    out = validate(_source(RUN_S, value), lambda _r: None, SECRETS, RULES, now=NOW, partitions=N)
+    assert isinstance(out, Reject)
+    letter = orjson.loads(out.value)
+    assert letter["code"] in ("record_not_json", "record_not_utf8")
+    kept = base64.b64decode(letter["original"]["base64"])
+    assert SECRET.encode() not in kept and SECRET.encode() not in out.value
+    assert letter["original"]["redacted"] is True
+
+
+def test_a_run_id_holding_a_secret_never_reaches_a_dead_letter() -> None:
+    """Item 6a: the runId is refused as an identifier, and the letter's key and runId are
+    redacted (the letter still goes to the record's partition)."""
+    run = f"tenant-a/run-{SECRET}"
+    policy = HostPolicy(secrets={run: (("k", SECRET),)})
+    for value in (
+        _record(run, "c-1", [CREATE]),
+        orjson.dumps({"runId": run, "command": {"type": "run.create", "workflowId": "w"}}),
+    ):
+        out = validate(_source(run, value), lambda _r: None, policy, RULES, now=NOW, partitions=N)
+        letter = _letter(out)
+        assert (letter["code"], letter["rule"], letter["path"]) == (
+            "envelope_invalid",
+            "identifier-secret",
+            "/runId",
+        )
+        assert out.key is not None and SECRET.encode() not in out.key
+        assert SECRET.encode() not in out.value
+        assert letter["runId"] == "tenant-a/run-[REDACTED:k]"

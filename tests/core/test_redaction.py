@@ -10,12 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.core.admission import Admitted, Refused, decide
-from app.core.policy import HostPolicy
+from app.core.policy import SURFACE_KIND, HostPolicy
 from app.core.redaction import prepare, redact, redact_text
+from app.core.run_state import RunState
 from tests.core.admission_support import (
     NOW,
     POSITIVE,
     RUN,
+    V1_SURFACE,
     components_msg,
     create_msg,
     data_msg,
@@ -177,13 +179,136 @@ def test_redaction_refusal_message_does_not_leak_the_secret() -> None:
     assert KEY not in orjson.dumps(outcome.violation.to_dict()).decode()
 
 
-def test_redaction_secret_in_ids_keeps_state_consistent() -> None:
-    """A surfaceId holding a secret is recorded redacted; the fold still finds it."""
-    sid = f"s-{KEY}"
-    policy = _policy(("k", KEY))
-    first = _admit(v2(sid, create_msg(sid)), policy)
-    again = decide(
-        record(envelope(v2(sid, create_msg(sid)))), first.state, policy, rules(), now=NOW
+# --- identifiers: refused, never redacted (issue 14 item 2) ------------------------------------
+
+SECRET_RUN = f"tenant-a/run-{KEY}"
+
+
+def _with_id(where: str) -> dict[str, object]:
+    """An admission record whose identifier ``where`` holds the secret."""
+    sid = "s"
+    payload = v2(sid, create_msg(sid), components_msg(sid))
+    env = envelope(payload)
+    components = payload["messages"][1]["updateComponents"]["components"]  # type: ignore[index]
+    run_id = RUN
+    if where == "runId":
+        run_id = SECRET_RUN
+    elif where in ("correlationId", "envelopeId"):
+        env[where] = f"c-{KEY}"
+    elif where == "nodeId":
+        env["nodeId"] = f"n-{KEY}"
+    elif where == "surfaceId":
+        stamped = f"s-{KEY}"
+        payload["surfaceId"] = stamped
+        for message in payload["messages"]:  # type: ignore[attr-defined]
+            next(iter(message[k] for k in message if k != "version"))["surfaceId"] = stamped
+    elif where == "component-id":
+        components[2]["id"] = f"f{KEY}"
+        components[0]["children"][1] = f"f{KEY}"
+    elif where == "children":
+        components[0]["children"][0] = f"h{KEY}"
+    elif where == "child":
+        components[4]["child"] = f"l{KEY}"
+    return record(env, run_id)
+
+
+@pytest.mark.parametrize(
+    ("where", "path"),
+    [
+        ("runId", "/runId"),
+        ("correlationId", "/envelope/correlationId"),
+        ("envelopeId", "/envelope/envelopeId"),
+        ("nodeId", "/envelope/nodeId"),
+        ("surfaceId", "/envelope/payload/surfaceId"),
+        ("component-id", "/envelope/payload/messages/1/updateComponents/components/0/children/1"),
+        ("children", "/envelope/payload/messages/1/updateComponents/components/0/children/0"),
+        ("child", "/envelope/payload/messages/1/updateComponents/components/4/child"),
+    ],
+)
+def test_identifier_holding_a_secret_is_refused_never_redacted(where: str, path: str) -> None:
+    rec = _with_id(where)
+    policy = HostPolicy(secrets={RUN: (("k", KEY),), SECRET_RUN: (("k", KEY),)})
+    before = RunState.initial(rec["runId"])  # type: ignore[arg-type]
+    outcome = decide(rec, before, policy, rules(), now=NOW)
+    assert isinstance(outcome, Refused), outcome
+    violation = outcome.violation
+    assert (violation.code, violation.rule, violation.path) == (
+        "envelope_invalid",
+        "identifier-secret",
+        path,
     )
-    assert isinstance(again, Refused) and again.violation.rule == "fold"
-    assert KEY not in orjson.dumps(first.event).decode()
+    assert "'k'" in violation.message and path in violation.message
+    assert KEY not in orjson.dumps(violation.to_dict()).decode()
+
+
+def test_a_v1_component_id_holding_a_secret_is_refused() -> None:
+    payload = copy.deepcopy(V1_SURFACE)
+    payload["surface"]["components"][1]["id"] = f"name{KEY}"
+    policy = HostPolicy(schema_versions={SURFACE_KIND: 1}, secrets={RUN: (("k", KEY),)})
+    outcome = decide(record(envelope(payload, schema_version=1)), None, policy, rules(), now=NOW)
+    assert isinstance(outcome, Refused)
+    assert outcome.violation.rule == "identifier-secret"
+    assert outcome.violation.path == "/envelope/payload/surface/components/1/id"
+
+
+def test_a_secret_whose_marker_outgrows_a_max_length_is_refused() -> None:
+    """Text of 4,096 characters (the profile's limit) holding eight-character secrets: each
+    marker [REDACTED:a-long-secret-id] is longer than its secret, so the redacted text would
+    break the maxLength the record was admitted under."""
+    msg = components_msg("s")
+    msg["updateComponents"]["components"][1]["text"] = ("abcdefgh" * 512)[:4096]
+    outcome = decide(
+        record(envelope(v2("s", create_msg("s"), msg))),
+        None,
+        _policy(("a-long-secret-id", "abcdefgh")),
+        rules(),
+        now=NOW,
+    )
+    assert isinstance(outcome, Refused), outcome
+    violation = outcome.violation
+    assert (violation.code, violation.rule) == ("envelope_invalid", "redaction-invalid")
+    assert violation.path == "/envelope/payload/messages/1/updateComponents/components/1/text"
+    assert "abcdefgh" not in orjson.dumps(violation.to_dict()).decode()
+
+
+_PLACES = st.sampled_from(
+    ["runId", "correlationId", "envelopeId", "nodeId", "surfaceId", "component-id", "children"]
+    + ["child", "text", "label", "reasoning", "data-key", "data-value", "context", "none"]
+)
+
+
+@given(where=_PLACES, secret_id=st.sampled_from(["k", "byok-registered-0001"]))
+def test_every_recorded_event_is_valid_under_the_profile_it_was_admitted_by(
+    where: str, secret_id: str
+) -> None:
+    """The law (issue 14 item 2): whatever a secret touches, a record is admitted valid (its
+    redacted form passes the record schema, its branch and the limits again) or refused."""
+    if where in ("text", "label", "reasoning", "data-key", "data-value", "context", "none"):
+        payload = v2("s", create_msg("s"), components_msg("s"), data_msg("s", value={}))
+        components = payload["messages"][1]["updateComponents"]["components"]
+        if where == "text":
+            components[1]["text"] = f"t {KEY}"
+        elif where == "label":
+            components[2]["label"] = KEY
+        elif where == "reasoning":
+            payload["reasoning"] = KEY
+        elif where == "data-key":
+            payload["messages"][2]["updateDataModel"]["value"] = {KEY: 1}
+        elif where == "data-value":
+            payload["messages"][2]["updateDataModel"]["value"] = {"k": [KEY]}
+        elif where == "context":
+            components[4]["action"]["event"]["context"] = {"n": [f"{KEY}!"], KEY: 2}
+        rec: dict[str, object] = record(envelope(payload))
+    else:
+        rec = _with_id(where)
+    policy = HostPolicy(secrets={RUN: ((secret_id, KEY),), SECRET_RUN: ((secret_id, KEY),)})
+    outcome = decide(rec, None, policy, rules(), now=NOW)
+    if isinstance(outcome, Refused):
+        assert KEY not in orjson.dumps(outcome.violation.to_dict()).decode()
+        return
+    assert isinstance(outcome, Admitted)
+    event = outcome.event
+    assert KEY not in orjson.dumps(event).decode()
+    recorded = event["payload"]["envelope"]
+    assert rules().check_record({"runId": event["runId"], "envelope": recorded}) is None
+    assert rules().check_v2(recorded["payload"]) is None
