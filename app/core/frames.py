@@ -7,9 +7,10 @@ new ``SubscriberCursor``. The shell writes ``Plan.sends`` to the subscriber topi
 
 Frames (schemas/projection-frame.schema.json; docs/projection.md):
 - full: ``{kind:"full", runId, surfaceId, version, surfaceRef, sequence, catalogVersion (v1) |
-  catalogId (v2), trust, renderable, actionsEnabled, partial, deleted, surface}`` where
-  ``surface`` is the materialized content (v1: the payload ``{catalogVersion, surface,
-  reasoning?}``; v2: schemas/materialized-surface);
+  catalogId (v2), trust, renderable, actionsEnabled, partial, deleted, surface, resync?}``
+  where ``surface`` is the materialized content (v1: the payload ``{catalogVersion, surface,
+  reasoning?}``; v2: schemas/materialized-surface) and ``resync: true`` marks the answer to
+  a resync request (``answer_resync``);
 - delta: ``{kind:"delta", runId, surfaceId, surfaceRef, catalogVersion (v1 only),
   baseSequence, sequence, patch, digest?}``.
   ``{surfaceRef, catalogVersion, patch}`` is RFC 0114's frame (v1); ``patch`` is RFC 6902 over
@@ -209,9 +210,13 @@ def _status(surface: Surface) -> dict[str, Any]:
     }
 
 
-def full_frame(surface: Surface, content: Any | None = None) -> dict[str, Any]:
-    """The full frame for ``surface`` (``content`` overrides it, e.g. redacted)."""
-    return {
+def full_frame(
+    surface: Surface, content: Any | None = None, *, resync: bool = False
+) -> dict[str, Any]:
+    """The full frame for ``surface`` (``content`` overrides it, e.g. redacted). ``resync``
+    marks the answer to a resync request: a subscriber that finds this frame invalid holds the
+    surface invalid at its sequence instead of asking again (app.core.subscriber)."""
+    frame = {
         "kind": "full",
         "runId": surface.key.run_id,
         "surfaceId": surface.key.surface_id,
@@ -222,6 +227,9 @@ def full_frame(surface: Surface, content: Any | None = None) -> dict[str, Any]:
         **_status(surface),
         "surface": surface.content if content is None else content,
     }
+    if resync:
+        frame["resync"] = True
+    return frame
 
 
 def _delta_frame(
@@ -472,9 +480,12 @@ def answer_resync(
     secrets: Secrets = (),
 ) -> tuple[Send, SubscriberCursor]:
     """Issue 5 §4: answer a resync request at once with exactly one full frame of the surface
-    as it is now; the request is counted in the cursor (``MAX_RESYNCS`` => full frames only)."""
+    as it is now, marked ``resync: true`` (so a subscriber that still cannot use it holds it
+    invalid rather than asking again: no request/answer pair repeats without a change); the
+    request is counted in the cursor (``MAX_RESYNCS`` => full frames only)."""
     content = redact(surface.content, secrets)
-    send = Send(sub.subscriber_id, "full", "resync", encode_frame(full_frame(surface, content)))
+    frame = encode_frame(full_frame(surface, content, resync=True))
+    send = Send(sub.subscriber_id, "full", "resync", frame)
     resyncs = 1 if cursor is None else cursor.resyncs + 1
     after = SubscriberCursor(
         surface.surface_ref,

@@ -443,3 +443,22 @@ def test_frames_schema_allows_a_digest_on_deltas_only(kind: str, digest: Any, va
     assert delta["kind"] == "delta" and FRAME_SCHEMA.is_valid(delta)
     frame = {**(delta if kind == "delta" else full), "digest": digest}
     assert FRAME_SCHEMA.is_valid(frame) is valid
+
+
+def test_frames_a_resync_answer_is_marked_and_nothing_else_is() -> None:
+    """Issue 14 item 2: the answer to a resync request says so (``resync: true``), so a
+    subscriber that still cannot use it holds the surface instead of asking again; first,
+    catch-up and change frames carry no mark, and a delta may not carry one."""
+    d = Driver(FULL, DELTA)
+    first = d.emit(FULL_SURFACE_V0)
+    delta = d.frame(d.emit(v1_with("a")), DELTA)[2]
+    surface = d.state.surfaces_of(event(0, {})["runId"])[0]
+    send, _ = answer_resync(surface, DELTA, d.cursors[DELTA.subscriber_id])
+    answer = orjson.loads(send.frame)
+    assert answer["resync"] is True and FRAME_SCHEMA.is_valid(answer)
+    assert {k: v for k, v in answer.items() if k != "resync"} == frames.full_frame(surface)
+    ((caught_up, _),) = catch_up([surface], FULL)
+    for unmarked in [*(s.frame for s in first.sends), caught_up.frame]:
+        assert "resync" not in orjson.loads(unmarked)
+    assert delta["kind"] == "delta" and not FRAME_SCHEMA.is_valid({**delta, "resync": True})
+    assert not FRAME_SCHEMA.is_valid({**answer, "resync": False})  # present only as true

@@ -20,11 +20,28 @@ from app.core.frames import (
     SubscriberCursor,
     Subscription,
     answer_resync,
+    full_frame,
     plan,
     surface_digest,
 )
 from app.core.patch import apply_patch, json_equal
-from app.core.subscriber import DRIFT, Delivered, ResyncNeeded, SubscriberView, receive
+from app.core.subscriber import (
+    DRIFT,
+    RESYNC_BACKOFF_BASE,
+    RESYNC_BACKOFF_CAP,
+    Delivered,
+    HeldInvalid,
+    InvalidSurface,
+    ResyncDeferred,
+    ResyncNeeded,
+    SubscriberView,
+    backoff_delay,
+    due_resyncs,
+    next_resync_at,
+    receive,
+    surface_problem,
+    validate_surface,
+)
 from app.core.surfaces import Projection, project
 from tests.core.admission_support import rules
 from tests.core.projection_support import (
@@ -484,6 +501,348 @@ def _v2_delta(patch: Any, held: Any) -> dict[str, Any]:
         "sequence": held.sequence + 1,
         "patch": patch,
     }
+
+
+# --- loop-proof resyncs (issue 14 item 2; docs/projection.md "When a surface stays invalid") ------
+
+# What SR-1 made of a registered secret used as a component id (the hostile review's case): the
+# profile's id pattern refuses it, so a log holding it has a surface no subscriber may render.
+REDACTED = "[REDACTED:glob]"
+_BAD_ID = v2("bad", create("bad"), components("bad", column("root", REDACTED), text(REDACTED)))
+_GOOD = v2("good", create("good"), components("good", column("root", "t"), text("t")))
+T0 = 1000.0  # the caller's clock (any monotonic seconds)
+
+
+def _invalid_change(sequence: int = 0) -> Any:
+    """The projector's surface for a recorded event that never passed the validator."""
+    _, (change,) = project(Projection(), event(sequence, _BAD_ID))
+    return change
+
+
+def _requests(outcomes: list[Any]) -> list[ResyncNeeded]:
+    return [o for o in outcomes if isinstance(o, ResyncNeeded)]
+
+
+def _reports(outcomes: list[Any]) -> list[InvalidSurface]:
+    return [o.report for o in outcomes if not isinstance(o, Delivered) and o.report is not None]
+
+
+@pytest.mark.parametrize("delta", [False, True], ids=["full subscriber", "delta subscriber"])
+def test_subscriber_an_invalid_full_frame_is_reported_once_and_asked_for_once(delta: bool) -> None:
+    """The loop the hostile review found: the first full frame fails, the subscriber asks, the
+    projector answers with the same surface, which fails again... Now: one report, one request,
+    and every later answer (however many the projector sends) is held, not asked for again."""
+    change = _invalid_change()
+    sub = Subscription("ui-7", delta=delta)
+    result = plan(change, [(sub, None)])
+    cursor = result.cursors["ui-7"]
+    view, outcome = receive(SubscriberView(), result.sends[0].frame, rules(), T0)
+    outcomes = [outcome]
+    for n in range(20):  # the projector answers every request it gets (and then some)
+        send, cursor = answer_resync(change.new, sub, cursor)
+        assert orjson.loads(send.frame)["resync"] is True
+        view, outcome = receive(view, send.frame, rules(), T0 + n)
+        outcomes.append(outcome)
+        view, due = due_resyncs(view, T0 + n + 1000)
+        outcomes.extend(due)
+    assert len(_requests(outcomes)) == 1  # the first failing frame asks once, and only it
+    [report] = _reports(outcomes)
+    assert (report.run_id, report.surface_id, report.sequence) == (RUN, "bad", 0)
+    assert report.pointer == "/components/root/children/0" and report.rule == "branch"
+    assert REDACTED in report.message and report.frame == "full"
+    assert all(isinstance(o, HeldInvalid) and o.sequence == 0 for o in outcomes[1:])
+    assert view.get(RUN, "bad") is None  # never handed out, nothing renderable held
+    trouble = view.trouble(RUN, "bad")
+    assert trouble is not None and trouble.invalid_at == 0 and trouble.pending is None
+    assert next_resync_at(view) is None
+
+
+# (first frame, its answer): an unmarked answer is recognised as one because the subscriber
+# asked; a marked frame is held at once (the projector says it answers someone's request).
+HOLD_CASES = [
+    ("marked answer", [False, True], [ResyncNeeded, HeldInvalid]),
+    ("unmarked answer from a host that does not mark", [False, False], [ResyncNeeded, HeldInvalid]),
+    ("a marked frame first (another request's answer)", [True, True], [HeldInvalid, HeldInvalid]),
+    ("re-delivered first frames", [False, False, False, False], [ResyncNeeded] + [HeldInvalid] * 3),
+]
+
+
+@pytest.mark.parametrize(
+    ("marks", "kinds"), [c[1:] for c in HOLD_CASES], ids=[c[0] for c in HOLD_CASES]
+)
+def test_subscriber_holds_a_surface_whose_own_full_frame_fails(
+    marks: list[bool], kinds: list[type]
+) -> None:
+    frame = full_frame(_invalid_change().new)
+    view, outcomes = SubscriberView(), []
+    for n, marked in enumerate(marks):
+        sent = {**frame, "resync": True} if marked else frame
+        view, outcome = receive(view, sent, rules(), T0 + n)
+        outcomes.append(outcome)
+    assert [type(o) for o in outcomes] == kinds
+    assert len(_reports(outcomes)) == 1 and _reports(outcomes)[0] == outcomes[0].report
+
+
+def test_subscriber_keeps_delivering_the_runs_other_surfaces() -> None:
+    """One invalid surface does not stop the run: its other surfaces are delivered, before,
+    between and after the invalid one's frames, and the invalid one is never handed out."""
+    state, cursors = Projection(), {}
+    sub = Subscription("ui-7", delta=True)
+    view, outcomes = SubscriberView(), []
+    bodies = [_GOOD, _BAD_ID] + [
+        v2("good", components("good", text("t", f"v{n}"))) for n in range(2, 8)
+    ]
+    for seq, body in enumerate(bodies):
+        state, (change,) = project(state, event(seq, body))
+        result = plan(change, [(sub, cursors.get(change.key))])
+        cursors[change.key] = result.cursors["ui-7"]
+        view, outcome = receive(view, result.sends[0].frame, rules(), T0 + seq)
+        outcomes.append(outcome)
+        if isinstance(outcome, ResyncNeeded):  # answered, as the projector does
+            bad = state.surfaces.get(change.key)
+            send, cursors[change.key] = answer_resync(bad, sub, cursors[change.key])
+            view, outcome = receive(view, send.frame, rules(), T0 + seq)
+            outcomes.append(outcome)
+    delivered = [o.surface for o in outcomes if isinstance(o, Delivered)]
+    assert [s.surface_id for s in delivered] == ["good"] * 7
+    assert [o.kind for o in outcomes if isinstance(o, Delivered)] == ["full"] + ["delta"] * 6
+    held = view.get(RUN, "good")
+    assert held is not None and held.renderable and held.content["components"]["t"]["text"] == "v7"
+    assert view.get(RUN, "bad") is None and len(_requests(outcomes)) == 1
+    assert len(_reports(outcomes)) == 1
+
+
+def test_subscriber_a_later_change_resumes_normal_handling() -> None:
+    """Held invalid at sequence 0; a frame of a later sequence is a new state: a valid one is
+    delivered at once (and ends the hold), an invalid one is reported again, once."""
+    frame = full_frame(_invalid_change().new)
+    view, first = receive(SubscriberView(), frame, rules(), T0)
+    view, held = receive(view, {**frame, "resync": True}, rules(), T0 + 1)
+    assert isinstance(first, ResyncNeeded) and isinstance(held, HeldInvalid)
+    # sequence 1: still invalid (a change that kept the bad id): one new report, and its own
+    # full frame fails, asked already since the last delivery, so it is held without a request
+    later = {**frame, "sequence": 1, "surfaceRef": "evt-1"}
+    view, outcome = receive(view, later, rules(), T0 + 2)
+    assert isinstance(outcome, HeldInvalid) and outcome.sequence == 1
+    assert outcome.report is not None and outcome.report.sequence == 1
+    # a delta to the state held invalid (or an older one) says nothing and asks nothing
+    old_delta = _v2_delta([_ADD_ROOT], _Seq(0))
+    view, outcome = receive(view, {**old_delta, "surfaceId": "bad"}, rules(), T0 + 3)
+    assert isinstance(outcome, HeldInvalid) and outcome.report is None
+    # a delta to a later state cannot apply (nothing valid is held): normal handling, it asks
+    new_delta = {**_v2_delta([_ADD_ROOT], _Seq(1)), "surfaceId": "bad"}
+    view, outcome = receive(view, new_delta, rules(), T0 + 1000)
+    assert isinstance(outcome, ResyncNeeded) and outcome.sequence == 2
+    # sequence 2's full frame is valid: delivered, and the trouble is gone
+    content = {**frame["surface"], "components": {"root": {"id": "root", "component": "Divider"}}}
+    fixed = {**frame, "sequence": 2, "surfaceRef": "evt-2", "surface": content, "resync": True}
+    view, outcome = receive(view, fixed, rules(), T0 + 1001)
+    assert isinstance(outcome, Delivered) and outcome.surface.sequence == 2
+    assert view.trouble(RUN, "bad") is None and view.troubles == SubscriberView().troubles
+
+
+class _Seq:
+    def __init__(self, sequence: int) -> None:
+        self.sequence = sequence
+
+
+@pytest.mark.parametrize(
+    ("requests", "delay"),
+    [
+        (0, 0.0),
+        (1, 1.0),
+        (2, 2.0),
+        (3, 4.0),
+        (4, 8.0),
+        (6, 32.0),
+        (7, 60.0),
+        (8, 60.0),
+        (10**6, 60.0),
+    ],
+)
+def test_subscriber_backoff_grows_and_is_capped(requests: int, delay: float) -> None:
+    assert backoff_delay(requests) == delay
+    assert (RESYNC_BACKOFF_BASE, RESYNC_BACKOFF_CAP) == (1.0, 60.0)
+
+
+def test_subscriber_repeated_resyncs_for_a_surface_back_off() -> None:
+    """A surface that keeps failing (here: deltas that never apply, the answers lost) asks at
+    once the first time, then no sooner than 1, 2, 4, ... seconds after its last request, up to
+    60 s apart; the failures in between are deferred, not sent, and the latest one is what
+    ``due_resyncs`` hands out when it is due."""
+    view, _ = receive(SubscriberView(), _full(FULL_SURFACE_V0), rules(), T0)
+    patch = [{"op": "replace", "path": "/surface/title", "value": "x"}]
+    now, sent_at = T0, []
+    for n in range(1, 400):  # a failing frame every half second for 200 s
+        now = T0 + n * 0.5
+        frame = _delta(patch, ("evt_x", 100 + n), f"evt_{n}", 101 + n)  # always a gap
+        view, outcome = receive(view, frame, rules(), now)
+        if isinstance(outcome, ResyncNeeded):
+            sent_at.append(now)
+        else:
+            assert isinstance(outcome, ResyncDeferred) and outcome.retry_at > now
+            assert next_resync_at(view) == outcome.retry_at
+        view, due = due_resyncs(view, now)
+        for need in due:
+            assert need.sequence == 101 + n and "gap" in need.reason  # the latest failure's
+            sent_at.append(now)
+    gaps = [b - a for a, b in zip(sent_at, sent_at[1:], strict=False)]
+    assert gaps[:6] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
+    assert all(gap == 60.0 for gap in gaps[6:]) and len(gaps) > 6
+    # a delivery ends it: the next failure asks at once again
+    view, outcome = receive(view, _full(FULL_SURFACE_V0, "evt_z", 999), rules(), now)
+    assert isinstance(outcome, Delivered) and view.trouble(RUN, "~v1") is None
+    frame = _delta(patch, ("evt_x", 5), "evt_y", 1000)
+    _, outcome = receive(view, frame, rules(), now)
+    assert isinstance(outcome, ResyncNeeded)
+
+
+def test_subscriber_without_a_clock_asks_every_time_but_still_holds_an_invalid_change() -> None:
+    """``now`` omitted (the fault suite's fleet): no backoff, each failure asks at once as it
+    always did; the invalid hold does not need a clock and still stops the loop."""
+    view, _ = receive(SubscriberView(), _full(FULL_SURFACE_V0), rules())
+    patch = [{"op": "replace", "path": "/surface/title", "value": "x"}]
+    for n in range(5):
+        view, outcome = receive(view, _delta(patch, ("evt_x", 50 + n), "e", 60 + n), rules())
+        assert isinstance(outcome, ResyncNeeded)
+    frame = full_frame(_invalid_change().new)
+    outcomes = []
+    for _ in range(5):
+        view, outcome = receive(view, frame, rules())
+        outcomes.append(outcome)
+    assert [type(o) for o in outcomes] == [ResyncNeeded] + [HeldInvalid] * 4
+
+
+def test_subscriber_a_delta_that_makes_the_surface_invalid_is_reported_once_per_state() -> None:
+    """An invalid post-patch surface is reported with its pointer and asks once; the answer
+    (the projector's valid surface) ends it. The same delta re-delivered later is a new trouble
+    for that state only if it was never reported: here it was, so no second report."""
+    d = Pair()
+    d.step(event(0, v2("s", create("s"), components("s", column("root", "t"), text("t")))))
+    held = d.delta_view.get(RUN, "s")
+    assert held is not None
+    bad = {"id": "i", "component": "Image", "url": "https://evil.example/x.png"}
+    frame = _v2_delta([{"op": "add", "path": "/components/i", "value": bad}], held)
+    view, outcome = receive(d.delta_view, frame, rules(), T0)
+    assert isinstance(outcome, ResyncNeeded) and outcome.report is not None
+    report = outcome.report
+    assert (report.sequence, report.frame, report.pointer) == (1, "delta", "/components/i")
+    assert report.rule == "a2ui-surface-no-network-egress" and "Image" in report.message
+    again, outcome = receive(view, frame, rules(), T0 + 0.1)  # the same state again
+    assert isinstance(outcome, ResyncDeferred) and outcome.report is None
+    surface = d.state.surfaces_of(RUN)[0]
+    send, _ = answer_resync(surface, d.delta, d.cursors[(d.delta.subscriber_id, surface.key)])
+    healed, outcome = receive(again, send.frame, rules(), T0 + 0.2)
+    assert isinstance(outcome, Delivered) and healed.trouble(RUN, "s") is None
+    _, due = due_resyncs(healed, T0 + 1000)
+    assert due == ()  # the deferred request died with the delivery
+
+
+POINTER_CASES = [
+    (
+        "v1 out-of-catalog component",
+        1,
+        {**FULL_SURFACE_V0, "surface": {"components": [{"component": "iframe", "src": "x"}]}},
+        ("a2ui-surface-no-code-exec", "/surface/components/0"),
+    ),
+    (
+        "v2 child id broken by redaction",
+        2,
+        _invalid_change().new.content,
+        ("branch", "/components/root/children/0"),
+    ),
+    (
+        "v2 component id broken by redaction",
+        2,
+        {**_invalid_change().new.content, "components": {REDACTED: text(REDACTED)}},
+        ("branch", f"/components/{REDACTED}/id"),
+    ),
+    (
+        "v2 theme",
+        2,
+        {**_invalid_change().new.content, "components": {}, "theme": {"primaryColor": 7}},
+        ("branch", "/theme/primaryColor"),
+    ),
+    (
+        "v2 component under another id",
+        2,
+        {**_invalid_change().new.content, "components": {"a": text("b")}},
+        ("materialized-surface", "/components/a"),
+    ),
+    (
+        "v2 surface of another id",
+        2,
+        {**_invalid_change().new.content, "surfaceId": "other", "components": {}},
+        ("frame-identity", "/surfaceId"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("version", "content", "expected"),
+    [c[1:] for c in POINTER_CASES],
+    ids=[c[0] for c in POINTER_CASES],
+)
+def test_subscriber_a_problem_names_its_rule_and_a_pointer_into_the_surface(
+    version: int, content: Any, expected: tuple[str, str]
+) -> None:
+    catalog = "0.9.1" if version == 1 else content["catalogId"]
+    problem = surface_problem(version, content, catalog, "bad", rules())
+    assert problem is not None and (problem.rule, problem.pointer) == expected, problem
+    assert validate_surface(version, content, catalog, "bad", rules()) == problem.reason
+
+
+def test_subscriber_a_problem_in_a_big_surface_points_at_the_right_component() -> None:
+    """Past 512 components (one updateComponents) and 64 messages (one payload), the pointer
+    is still the offending component's own."""
+    many = {f"c{n}": text(f"c{n}") for n in range(40_000)}
+    many["c39999"] = {"id": "c39999", "component": "Image", "url": "https://x.example/"}
+    content = {**_invalid_change().new.content, "components": {"root": column("root"), **many}}
+    problem = surface_problem(2, content, content["catalogId"], "bad", rules())
+    assert problem is not None and problem.pointer == "/components/c39999"
+
+
+FRAMES_OF_ONE_STATE = st.lists(
+    st.tuples(st.booleans(), st.sampled_from(["full", "old delta", "garbage"]), st.floats(0, 500)),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(FRAMES_OF_ONE_STATE)
+def test_subscriber_law_no_request_answer_pair_repeats_without_a_state_change(
+    frames: list[tuple[bool, str, float]],
+) -> None:
+    """Law: whatever mix of answers (marked or not), re-deliveries and old frames of ONE
+    invalid state arrives, at whatever times, the subscriber reports it once and sends at most
+    one request (from ``receive`` or ``due_resyncs``) plus, for frames it cannot even read,
+    requests no closer together than the backoff."""
+    frame = full_frame(_invalid_change(5).new)
+    view, outcomes, now = SubscriberView(), [], T0
+    full_requests = 0
+    sent_at: list[float] = []
+    for marked, what, wait in frames:
+        now += wait
+        if what == "full":
+            sent: Any = {**frame, "resync": True} if marked else frame
+        elif what == "old delta":
+            sent = {**_v2_delta([_ADD_ROOT], _Seq(3)), "surfaceId": "bad"}
+        else:
+            sent = {"kind": "full", "runId": RUN, "surfaceId": "bad"}  # unreadable
+        view, outcome = receive(view, sent, rules(), now)
+        view, due = due_resyncs(view, now)
+        for out in [outcome, *due]:
+            outcomes.append(out)
+            if isinstance(out, ResyncNeeded):
+                sent_at.append(now)
+                full_requests += out.sequence == 5
+    assert full_requests <= 1
+    assert len([r for r in _reports(outcomes) if r.sequence == 5]) <= 1
+    gaps = [b - a for a, b in zip(sent_at, sent_at[1:], strict=False)]
+    assert all(gap >= backoff_delay(n + 1) for n, gap in enumerate(gaps))
+    if any(what == "full" for _, what, _ in frames):
+        assert len(_reports(outcomes)) == 1
 
 
 # --- THE property ---------------------------------------------------------------------------------
