@@ -19,6 +19,8 @@ in the v2 reference host" and the normative list):
                       a cycle in the children graph                   -> envelope_invalid
   6. cross-field      surface-id-equality, catalog-equality (v2)      -> envelope_invalid
   7. fold             the §6 guard across the run's log and the envelope -> envelope_invalid
+     children         no cycle in a surface's children graph, across its envelopes
+                      (app.core.children)                             -> envelope_invalid
      identifiers      no registered secret in an identifier (app.core.identifiers)
                                                                       -> envelope_invalid
   8. redaction        SR-1; the redacted record must still pass the shape, its branch and
@@ -42,6 +44,7 @@ from typing import Any, ClassVar, Final, Protocol
 
 import orjson
 
+from app.core.children import NO_CHILDREN, fold_children, touches_graph
 from app.core.cross_field import kinds_and_cross_field
 from app.core.fold import NOT_LOOKED_UP, apply_with, guard
 from app.core.identifiers import secret_identifier
@@ -157,6 +160,7 @@ class _Ctx:
         "correlation",
         "surface",
         "redacted",
+        "children",
     )
 
     def __init__(self, record: Any, state: RunState | None, policy: HostPolicy, rules: Rules):
@@ -182,6 +186,8 @@ class _Ctx:
         # the envelope to record: SR-1 redacted by the redaction step (the SAME object when
         # nothing matched, so key order and bytes are as received)
         self.redacted: dict[str, Any] | None = None
+        # the surface's children graph after this envelope (the children step; app.core.children)
+        self.children: Any = NOT_LOOKED_UP
 
     def key(self, text: str) -> str:
         """A state key as it will appear in the recorded (SR-1 redacted) log."""
@@ -342,6 +348,20 @@ def _fold(ctx: _Ctx) -> Violation | Deduplicated | None:
     return guard("absent" if found is None else found.status, surface_id, ctx.kinds)
 
 
+def _children(ctx: _Ctx) -> Violation | Deduplicated | None:
+    # app.core.children: no cycle in the surface's children graph, across its envelopes
+    kinds = ctx.kinds
+    if kinds is None or not touches_graph(kinds):
+        return None
+    payload = ctx.envelope["payload"]
+    surface = ctx.surface
+    if surface is NOT_LOOKED_UP:
+        surface = ctx.state.surfaces.get(ctx.key(payload["surfaceId"]))
+    base = NO_CHILDREN if surface is None else surface.children
+    ctx.children, violation = fold_children(base, payload["messages"], kinds)
+    return violation
+
+
 def _identifiers(ctx: _Ctx) -> Violation | Deduplicated | None:
     # app.core.identifiers: a secret in an identifier is refused, never redacted (issue 14)
     return secret_identifier(ctx.record, ctx.secrets) if ctx.secrets else None
@@ -389,6 +409,7 @@ STEPS: Final[tuple[tuple[str, Step], ...]] = (
     ("identifiers", _identifiers),
     ("cross-field", _cross_field),
     ("fold", _fold),
+    ("children", _children),
     ("redaction", _redaction),
 )
 
@@ -419,7 +440,9 @@ def _record(ctx: _Ctx, now: str, event_id: str | None) -> Admitted:
     event["payload"] = recorded
     # The new state comes from the event itself, so replay (reduce(apply, log)) equals it.
     return Admitted(
-        event, apply_with(state, event, ctx.kinds, ctx.correlation, ctx.surface), ctx.drift
+        event,
+        apply_with(state, event, ctx.kinds, ctx.correlation, ctx.surface, ctx.children),
+        ctx.drift,
     )
 
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
 
+from app.core.children import fold_children, touches_graph
 from app.core.pmap import PMap
 from app.core.policy import SURFACE_KIND
 from app.core.refusal import Violation
@@ -191,6 +192,7 @@ def _fold_surface(
     node_id: Any,
     partial: bool,
     rec: Recorded,
+    children: Any,
 ) -> SurfaceState:
     if old is None:
         status: FoldStatus = "absent"
@@ -201,7 +203,7 @@ def _fold_surface(
     if node_id is not None and node_id not in node_ids and isinstance(node_id, str):
         node_ids = node_ids | {node_id} if node_ids else _single_node(node_id)
     # tainted: RFC 0209 §C.12, sticky per (runId, surfaceId)
-    folded = SurfaceState(status, tainted, node_ids, partial, rec)
+    folded = SurfaceState(status, tainted, node_ids, partial, rec, children)
     return folded
 
 
@@ -227,11 +229,13 @@ def apply_with(
     kinds: Sequence[str] | None,
     correlation: Any = NOT_LOOKED_UP,
     surface: Any = NOT_LOOKED_UP,
+    children: Any = NOT_LOOKED_UP,
 ) -> RunState:
     """``apply``, reusing what the caller already computed for this event: the message
-    ``kinds``, and what ``state`` holds for the event's correlationId (``correlation``) and
-    v2 surfaceId (``surface``; ``None`` when absent). ``decide`` looked both up for E2 and the
-    guard; on a large run a second trie walk each is a measurable share of the decision."""
+    ``kinds``, what ``state`` holds for the event's correlationId (``correlation``) and v2
+    surfaceId (``surface``; ``None`` when absent), and the surface's children graph after the
+    event (``children``, app.core.children). ``decide`` computed them for E2, the guard and the
+    cycle check; on a large run a second trie walk each is a measurable share of the decision."""
     sequence = event["sequence"]
     rec = Recorded(sequence, event["eventId"])
     recorded = event["payload"]
@@ -261,7 +265,11 @@ def apply_with(
             kinds = tuple(kinds)
         if surface is NOT_LOOKED_UP:
             surface = surfaces.get(sid)
-        folded = _fold_surface(surface, kinds, untrusted, node_id, is_partial, rec)
+        if children is NOT_LOOKED_UP:
+            children = EMPTY if surface is None else surface.children
+            if touches_graph(kinds):
+                children = fold_children(children, body["messages"], kinds, check=False)[0]
+        folded = _fold_surface(surface, kinds, untrusted, node_id, is_partial, rec, children)
         surfaces = surfaces.set(sid, folded)
     elif kind == SURFACE_KIND:
         old_nodes = frozenset() if v1 is None else v1.node_ids

@@ -15,7 +15,8 @@ what they leave open (its cost: docs/admission.md "Performance"):
 - the payload of a universal kind (recorded unchecked, docs/admission.md decision 1);
 - the number of components across the messages of one envelope;
 - with the component walk on (``Limits.max_children_depth``): the ``children``/``child`` graph
-  between them (its depth, and cycles) and the array values of a Button's ``event.context``.
+  between them (its depth, and cycles within the envelope) and the array values of a Button's
+  ``event.context``. Cycles across envelopes are the ``children`` step's (app.core.children).
 
 Every refusal is ``record_limit_exceeded`` with ``rule`` naming the limit, except what is not a
 resource limit but a malformed value: a cycle (``envelope_invalid``, rule ``children-cycle``)
@@ -82,12 +83,11 @@ class Limits:
       a surface this large is already beyond what a person reviews.
     - ``max_children_depth`` (0: off): when set (3 or more; 64 is many times a real layout),
       the component walk refuses a chain of ``children``/``child`` longer than this within one
-      envelope, and any cycle, and scans the array values of Buttons' ``event.context``. Off by
-      default: it walks every component in Python (about 7 µs on the RFC 0209 example where
-      the rest of this step costs 2.5, +45 % on a 512-component envelope), and within one
-      envelope it only catches careless producers: a hostile one closes a cycle with a later
-      envelope, which admission cannot see (its state holds no components). Nothing of ours
-      walks the graph.
+      envelope (and a cycle within it, first), and scans the array values of Buttons'
+      ``event.context``. Off by default: it walks every component in Python (about 7 µs on the
+      RFC 0209 example where the rest of this step costs 2.5, +45 % on a 512-component
+      envelope), and a deep acyclic chain is no hazard. Cycles are refused whatever this says,
+      across envelopes too, by the ``children`` step (app.core.children).
       Without it, context arrays are bounded by ``DEPTH_CEILING`` and the record size.
     """
 

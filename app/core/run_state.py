@@ -114,10 +114,19 @@ class SurfaceState(FrozenValue):
       approval gate).
     - ``partial``: E1: the last envelope that touched the surface was a non-final chunk
       (actions disabled).
+    - ``children``: the children graph, parent component id -> child ids, across the
+      surface's envelopes (app.core.children: a cycle closed by a later envelope is refused).
     """
 
-    __slots__ = ("status", "tainted", "node_ids", "partial", "last")
-    _fields: ClassVar[tuple[str, ...]] = ("status", "tainted", "node_ids", "partial", "last")
+    __slots__ = ("status", "tainted", "node_ids", "partial", "last", "children")
+    _fields: ClassVar[tuple[str, ...]] = (
+        "status",
+        "tainted",
+        "node_ids",
+        "partial",
+        "last",
+        "children",
+    )
 
     def __init__(
         self,
@@ -126,12 +135,14 @@ class SurfaceState(FrozenValue):
         node_ids: frozenset[str] = NO_NODES,
         partial: bool = False,
         last: Recorded | None = None,
+        children: PMap[str, tuple[str, ...]] = EMPTY,
     ) -> None:
         self.status: Final = status
         self.tainted: Final = tainted
         self.node_ids: Final = node_ids
         self.partial: Final = partial
         self.last: Final = last
+        self.children: Final = children
 
 
 class V1Surface(FrozenValue):
@@ -265,6 +276,7 @@ def dump(state: RunState) -> dict[str, Any]:
                 "nodeIds": sorted(s.node_ids),
                 "partial": s.partial,
                 "last": _rec(s.last),
+                "children": {cid: list(kids) for cid, kids in s.children.items()},
             }
             for sid, s in state.surfaces.items()
         },
@@ -298,6 +310,7 @@ def load(obj: dict[str, Any]) -> RunState:
                 frozenset(s["nodeIds"]),
                 bool(s["partial"]),
                 _unrec(s["last"]),
+                PMap({str(c): tuple(map(str, k)) for c, k in s.get("children", {}).items()}),
             )
             for sid, s in obj["surfaces"].items()
         }

@@ -18,6 +18,7 @@ import pytest
 
 from app.core import limits as limits_module
 from app.core.admission import Admitted, decide
+from app.core.fold import apply
 from app.core.keys import partition_for_run
 from app.core.limits import DEPTH_CEILING, Limits, first_deeper, pointer_syntax_error
 from app.core.patch import apply_patch, diff
@@ -36,6 +37,7 @@ from tests.core.admission_support import (
     V1_SURFACE,
     create_msg,
     data_msg,
+    delete_msg,
     envelope,
     record,
     rules,
@@ -432,8 +434,8 @@ def _tree(*components: dict[str, Any]) -> bytes:
     return _bytes(envelope(v2("s", create_msg("s"), *messages)))
 
 
-# The component walk is off by default (docs/admission.md "Limits": a hostile producer closes a
-# cycle with a later envelope anyway); a host that wants careless producers caught sets it.
+# The component walk (chain depth) is off by default (docs/admission.md "Limits"); cycles are
+# refused whatever it says, across envelopes too (app.core.children).
 WALK = HostPolicy(limits=Limits(max_children_depth=64))
 
 
@@ -506,24 +508,66 @@ def test_a_chain_at_the_limit_is_admitted_and_one_more_is_not(length: int) -> No
     assert (letter["rule"], letter["details"]["limit"]) == ("children-depth", length)
 
 
-def test_a_cycle_across_envelopes_cannot_crash_the_fold_or_the_projection() -> None:
-    # Admission sees one envelope at a time (its state holds no components), so a cycle that a
-    # later envelope closes is admitted even with the walk on: root -> a, then a -> root. The
-    # fold and the projection keep components as a map by id and never walk the graph.
+@pytest.mark.parametrize("policy", [HostPolicy(), WALK], ids=["default", "walk"])
+def test_a_cycle_closed_by_a_later_envelope_is_refused(policy: HostPolicy) -> None:
+    """Issue 14 item 3: root -> a now, a -> root later. The run state holds each surface's
+    children graph, so the closing envelope is refused, walk or no walk."""
     first = _validate(
         _tree(
             {"id": "root", "component": "Column", "children": ["a"]},
             {"id": "a", "component": "Text", "text": "fine"},
         ),
-        WALK,
+        policy,
     )
     assert isinstance(first, Append)
     closing = envelope(
         v2("s", _components("s", [{"id": "a", "component": "Card", "child": "root"}]))
     )
-    second = _validate(_bytes(closing), WALK, state=first.state)
-    assert isinstance(second, Append)
-    surfaces = replay([orjson.loads(first.value), orjson.loads(second.value)])
+    letter = _letter(_validate(_bytes(closing), policy, state=first.state))
+    assert (letter["code"], letter["rule"], letter["path"]) == (
+        "envelope_invalid",
+        "children-cycle",
+        f"{MESSAGES}/0/updateComponents/components/0/child",
+    )
+    assert letter["details"]["cycle"] == ["root", "a"] or letter["details"]["cycle"] == [
+        "a",
+        "root",
+    ]
+    assert "earlier envelopes" in letter["message"]
+    # a later envelope that breaks the path is fine, and so is a deleted and re-created surface
+    fine = envelope(v2("s", _components("s", [{"id": "a", "component": "Card", "child": "t"}])))
+    assert isinstance(_validate(_bytes(fine), policy, state=first.state), Append)
+    again = envelope(
+        v2(
+            "s",
+            delete_msg("s"),
+            create_msg("s"),
+            _components("s", [{"id": "a", "component": "Card", "child": "root"}]),
+        )
+    )
+    assert isinstance(_validate(_bytes(again), policy, state=first.state), Append)
+
+
+def test_a_cyclic_log_cannot_crash_the_fold_or_the_projection() -> None:
+    """A log an older host recorded may hold a cycle: the fold and the projection keep
+    components as a map by id and never walk the graph."""
+    first = _validate(
+        _tree(
+            {"id": "root", "component": "Column", "children": ["a"]},
+            {"id": "a", "component": "Text", "text": "fine"},
+        ),
+    )
+    assert isinstance(first, Append)
+    event = orjson.loads(first.value)
+    closing = copy.deepcopy(event)
+    closing["sequence"] = 1
+    closing["eventId"] = event["eventId"][:-1] + "1"
+    closing["payload"]["envelope"]["payload"]["messages"] = [
+        _components("s", [{"id": "a", "component": "Card", "child": "root"}])
+    ]
+    state = apply(apply(RunState.initial(event["runId"]), event), closing)
+    assert state.surfaces["s"].children["a"] == ("root",)
+    surfaces = replay([event, closing])
     (surface,) = surfaces.surfaces.values()
     assert surface.content["components"]["a"]["child"] == "root" and surface.renderable
     assert orjson.loads(orjson.dumps(surface.content)) == surface.content  # what a frame carries
@@ -537,14 +581,18 @@ def test_a_cycle_across_envelopes_cannot_crash_the_fold_or_the_projection() -> N
             {"id": "root", "component": "Column", "children": ["a"]},
             {"id": "a", "component": "Card", "child": "root"},
         ],
-        _chain(2000),
     ],
-    ids=["own-child", "two-cycle", "chain-2000"],
+    ids=["own-child", "two-cycle"],
 )
-def test_by_default_cycles_and_deep_chains_are_admitted_and_harmless(
+def test_by_default_a_cycle_within_one_envelope_is_refused(
     components: list[dict[str, Any]],
 ) -> None:
-    out = _validate(_tree(*components))
+    letter = _letter(_validate(_tree(*components)))
+    assert (letter["code"], letter["rule"]) == ("envelope_invalid", "children-cycle")
+
+
+def test_by_default_deep_chains_are_admitted_and_harmless() -> None:
+    out = _validate(_tree(*_chain(2000)))
     assert isinstance(out, Append)
     _, changes = project(Projection(), orjson.loads(out.value))
     (change,) = changes
@@ -645,9 +693,12 @@ def test_limits_come_from_the_environment() -> None:
 
 def test_the_component_walk_is_off_by_default_and_configurable() -> None:
     assert Limits().max_children_depth == 0 and load_settings({}).limits.max_children_depth == 0
+    chain = _tree(*_chain(65))
+    assert isinstance(_validate(chain), Append)
+    assert _letter(_validate(chain, WALK))["rule"] == "children-depth"
     self_child = _tree({"id": "root", "component": "Column", "children": ["root"]})
-    assert isinstance(_validate(self_child), Append)
-    assert _letter(_validate(self_child, WALK))["rule"] == "children-cycle"
+    for policy in (HostPolicy(), WALK):  # cycles are refused either way
+        assert _letter(_validate(self_child, policy))["rule"] == "children-cycle"
     # the other limits hold either way
     deep = _positive_with(("messages", 2, "updateDataModel", "value"), _nested(59))
     assert _letter(_validate(_bytes(envelope(deep))))["rule"] == "depth"
