@@ -2,7 +2,9 @@
 
 Shell module. ``subscribe`` prints one JSON line per validated surface it receives (the run,
 the surface, its sequence, trust, whether it may render and act, and the surface itself), and
-says on stderr when it asked for a resync. Ctrl-C stops it; the registration stays until
+says on stderr when it asked for a resync and, once per failing state, which surface failed
+re-validation (the rule, the JSON Pointer into the surface, the sequence; it is not rendered,
+and the run's other surfaces keep coming). Ctrl-C stops it; the registration stays until
 ``unsubscribe`` (or use ``--once`` semantics by passing ``--unsubscribe-on-exit``).
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 import orjson
 
 from app.core.frames import DEFAULT_FULL_EVERY
+from app.core.subscriber import InvalidSurface
 from app.shell.commands_runtime import _bootstrap
 from app.shell.errors import OperatorError
 from app.shell.settings import load_settings
@@ -27,6 +30,7 @@ from app.shell.subscriber_client import SubscriberClient
 __all__ = ["add_parser"]
 
 _ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def add_parser(sub: Any) -> None:
@@ -92,8 +96,16 @@ def _run_subscribe(args: argparse.Namespace) -> int:
         delta=args.delta,
         full_every=args.full_every,
         settings=settings,
+        on_report=_print_report,
     )
     return asyncio.run(_tail(client, args.unsubscribe_on_exit))
+
+
+def _print_report(report: InvalidSurface) -> None:
+    # the ids and the message come from frames: control characters are escaped, so a report
+    # is always one line of its own
+    line = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", report.describe())
+    print(f"not rendered: {line}", file=sys.stderr, flush=True)
 
 
 async def _tail(client: SubscriberClient, unsubscribe: bool) -> int:

@@ -10,8 +10,10 @@ consumers:
   its run (a restart, a rebalance) is answered by the next owner once it has restored the
   run's partition: it answers the requests of the last ``RESYNC_LOOKBACK_SECONDS`` for that
   partition's runs. An answer carries the request's ``a2ui-resync`` = ``partition:offset``
-  header; a request the previous owner answered too gets a second full frame, which is
-  idempotent for the subscriber.
+  header and is marked ``resync: true`` in the frame (``frames.answer_resync``), so a
+  subscriber that still cannot use it holds the surface invalid instead of asking again (no
+  request/answer pair repeats without a change; docs/projection.md); a request the previous
+  owner answered too gets a second full frame, which is idempotent for the subscriber.
 
 For each recorded event it calls ``app.core.surfaces.project`` and, for each surface change,
 ``app.core.frames.plan`` with the subscribers of that run, then writes each frame to its

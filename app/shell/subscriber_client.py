@@ -13,13 +13,23 @@ handed out; on any failure the surface is held as stale and a resync request is 
 the projector answers with one full frame (docs/projection.md). Every ``full_every``-th delta
 also carries a digest of the projector's surface: a held surface that drifted (e.g. one the
 application mutated) is caught there and resynced the same way. Nothing unvalidated leaves.
+
+The core decides when to ask (once per failing state, with an exponential backoff on repeats,
+never again for a surface whose own full frame fails until it changes); this shell only sends
+what it returns, at the time it says: the clock is read here and passed in, and the requests
+the backoff held back are collected with ``due_resyncs`` each time the consumer's poll returns.
+A surface that fails re-validation is reported once per state (``reports``, and ``on_report``
+when given), with the surface, the rule, the pointer and the sequence; the run's other surfaces
+keep being delivered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 
 import orjson
@@ -27,14 +37,23 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from app.core.frames import DEFAULT_FULL_EVERY
 from app.core.payload_rules import PayloadRules
-from app.core.subscriber import Delivered, ResyncNeeded, SubscriberView, receive
+from app.core.subscriber import (
+    Delivered,
+    InvalidSurface,
+    ResyncNeeded,
+    SubscriberView,
+    due_resyncs,
+    receive,
+)
 from app.core.subscriptions import Subscription, encode_subscription
 from app.core.topic_plan import subscriber_topic
 from app.shell.schema_files import load_schema_documents
 from app.shell.settings import Settings, load_settings
 from app.shell.topics_admin import desired_for, ensure_topics, load_definitions
 
-__all__ = ["SubscriberClient"]
+__all__ = ["MAX_REPORTS", "SubscriberClient"]
+
+MAX_REPORTS = 1000  # reports kept on the client (each also goes to ``on_report``)
 
 
 @dataclass
@@ -47,6 +66,10 @@ class SubscriberClient:
     settings: Settings = field(default_factory=load_settings)
     view: SubscriberView = field(default_factory=SubscriberView)
     resyncs_requested: int = 0
+    # invalid surfaces, one report per failing state (the core says when), the latest kept
+    reports: deque[InvalidSurface] = field(default_factory=lambda: deque(maxlen=MAX_REPORTS))
+    on_report: Callable[[InvalidSurface], None] | None = None
+    clock: Callable[[], float] = time.monotonic  # the backoff's clock, read here only
 
     def __post_init__(self) -> None:
         self.rules = PayloadRules.from_documents(load_schema_documents())
@@ -100,21 +123,33 @@ class SubscriberClient:
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             while not stopping.is_set():
-                batch = await consumer.getmany(timeout_ms=200)
+                batch = await consumer.getmany(timeout_ms=200)  # also the backoff's tick
                 for records in batch.values():
                     for record in records:
                         if record.value is None:
                             continue
-                        self.view, outcome = receive(self.view, record.value, self.rules)
+                        now = self.clock()
+                        self.view, outcome = receive(self.view, record.value, self.rules, now)
                         if isinstance(outcome, Delivered):
                             yield outcome
-                        elif isinstance(outcome, ResyncNeeded):
+                            continue
+                        if outcome.report is not None:
+                            self._report(outcome.report)
+                        if isinstance(outcome, ResyncNeeded):
                             await self._request_resync(producer, outcome)
+                self.view, due = due_resyncs(self.view, self.clock())
+                for need in due:
+                    await self._request_resync(producer, need)
         finally:
             with contextlib.suppress(Exception):
                 await consumer.stop()
             with contextlib.suppress(Exception):
                 await producer.stop()
+
+    def _report(self, report: InvalidSurface) -> None:
+        self.reports.append(report)
+        if self.on_report is not None:
+            self.on_report(report)
 
     async def _request_resync(self, producer: AIOKafkaProducer, need: ResyncNeeded) -> None:
         request = need.request(self.subscriber_id)
