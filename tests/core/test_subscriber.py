@@ -550,6 +550,10 @@ def test_subscriber_an_invalid_full_frame_is_reported_once_and_asked_for_once(de
     assert (report.run_id, report.surface_id, report.sequence) == (RUN, "bad", 0)
     assert report.pointer == "/components/root/children/0" and report.rule == "branch"
     assert REDACTED in report.message and report.frame == "full"
+    assert report.describe() == (
+        f"surface {RUN}/bad is invalid at sequence 0 (full frame): rule branch at "
+        f"/components/root/children/0: {report.message}"
+    )
     assert all(isinstance(o, HeldInvalid) and o.sequence == 0 for o in outcomes[1:])
     assert view.get(RUN, "bad") is None  # never handed out, nothing renderable held
     trouble = view.trouble(RUN, "bad")
