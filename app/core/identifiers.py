@@ -20,15 +20,45 @@ May import: the standard library and app.core.redaction / app.core.refusal (pure
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from app.core.redaction import Secrets
 from app.core.refusal import Violation
 
-__all__ = ["RULE", "identifiers", "secret_in", "secret_identifier"]
+__all__ = [
+    "RULE",
+    "RUN_ID_PATTERN",
+    "identifiers",
+    "run_id_error",
+    "secret_in",
+    "secret_identifier",
+]
 
 RULE: Final = "identifier-secret"
+
+# The runId grammar (schemas/admission-record and host-command carry the same pattern): the
+# OpenWOP v2 form ``<tenant>/<opaque>`` (ids.schema.json ``runId``; the tenant may be
+# ``anon:<hash>``), with an opaque of any length, or one v1-style segment. ASCII only, so no
+# whitespace or control character reaches a Kafka key, a header or a log line (issue 14).
+RUN_ID_PATTERN: Final = r"^[A-Za-z0-9._~:-]{1,128}(/[A-Za-z0-9._~-]{1,128})?$"
+_RUN_ID: Final = re.compile(RUN_ID_PATTERN)
+
+
+def run_id_error(run_id: str) -> Violation | None:
+    """Why ``run_id`` breaks the runId grammar, as a refusal; None when it is fine."""
+    if _RUN_ID.fullmatch(run_id) is not None:  # (not match: its $ admits a final newline)
+        return None
+    return Violation(
+        "validation_error",
+        "run-id",
+        "/runId",
+        f"runId {run_id[:80]!r} is not a run id: use <tenant>/<id> (or one segment) of ASCII "
+        "letters, digits and . _ ~ - (at most 128 each; : only in the tenant)",
+        {"rule": "run-id"},
+    )
+
 
 _ENVELOPE_IDS: Final = ("correlationId", "envelopeId", "nodeId")
 _COMMAND_IDS: Final = ("workflowId", "nodeId", "surfaceId", "sourceComponentId", "sourceRunId")

@@ -33,7 +33,7 @@ from app.core.admission import (
 from app.core.dead_letter import dead_letter, redact_bytes
 from app.core.fold import apply
 from app.core.host_commands import ForkSource, decide_command, resume_of
-from app.core.identifiers import secret_identifier
+from app.core.identifiers import run_id_error, secret_identifier
 from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
 from app.core.keys import log_key, partition_for_run
 from app.core.policy import HostPolicy
@@ -180,6 +180,10 @@ def validate(
     assert isinstance(intake, Intake)
     run_id = intake.run_id
     correlation_id = _correlation_of(intake.record)
+    if run_id is not None:
+        malformed = run_id_error(run_id)
+        if malformed is not None:  # before it names a partition, a key or a log line
+            return _reject(malformed, source, now, policy, run_id, correlation_id)
     if run_id is not None and partition_for_run(run_id, partitions) != source.partition:
         # Co-partitioning (docs/topics.md): a run's records must arrive on the partition the
         # default partitioner gives its runId, or its order against its own log is lost.

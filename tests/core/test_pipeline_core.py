@@ -291,3 +291,36 @@ def test_a_run_id_holding_a_secret_never_reaches_a_dead_letter() -> None:
         assert out.key is not None and SECRET.encode() not in out.key
         assert SECRET.encode() not in out.value
         assert letter["runId"] == "tenant-a/run-[REDACTED:k]"
+
+
+@pytest.mark.parametrize(
+    "run_id",
+    ["r\nINFO validator: forged line", "r\n", "tenant/run id", "a/b/c", "", "é/run", "x" * 129],
+)
+def test_a_run_id_outside_the_grammar_is_refused_for_envelopes_and_commands(run_id: str) -> None:
+    """Item 10: a runId with a newline forged the worker's log lines; the grammar is the
+    OpenWOP one (app.core.identifiers.RUN_ID_PATTERN, the same pattern as the schemas)."""
+    for value in (
+        _record(run_id, "c-1", [CREATE]),
+        orjson.dumps({"runId": run_id, "command": {"type": "run.create", "workflowId": "w"}}),
+    ):
+        source = SourceRecord("a2ui.admission", 0, 0, None, value)
+        letter = _letter(
+            validate(source, lambda _r: None, HostPolicy(), RULES, now=NOW, partitions=N)
+        )
+        if run_id == "":
+            assert letter["code"] == "validation_error"
+            continue
+        assert (letter["code"], letter["rule"], letter["path"]) == (
+            "validation_error",
+            "run-id",
+            "/runId",
+        )
+
+
+def test_the_schemas_carry_the_run_id_grammar() -> None:
+    from app.core.identifiers import RUN_ID_PATTERN
+
+    docs = load_schema_documents()
+    for name in ("admission-record", "host-command"):
+        assert docs[name]["properties"]["runId"]["pattern"] == RUN_ID_PATTERN
