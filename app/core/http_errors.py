@@ -39,6 +39,8 @@ STATUS: Mapping[str, int] = MappingProxyType(
         "run_state_conflict": 409,  # details.runStatus is required by the v2 registry
         "interrupt_already_resolved": 409,
         "payload_too_large": 413,
+        # app.core.http_guard: a mutating request that does not say application/json (CSRF)
+        "unsupported_media_type": 415,
         "envelope_invalid": 422,
         "unknown_schema_version": 422,
         "unknown_envelope_kind": 422,
@@ -52,11 +54,14 @@ STATUS: Mapping[str, int] = MappingProxyType(
         # NOT in the v2 registry (see UNREGISTERED): answers the HTTP layer gives on its own
         # account before any OpenWOP operation ran. They use the registry's vendor-code grammar
         # ``<org>.<code>`` (§11), so a closed v2 error envelope still validates.
+        "a2ui-stream.request_timeout": 408,  # the body did not arrive within the read timeout
         "a2ui-stream.unavailable": 503,  # the broker or the run index is not ready right now
         "a2ui-stream.outcome_timeout": 504,  # no validator outcome within the admission wait
     }
 )
-UNREGISTERED: frozenset[str] = frozenset({"a2ui-stream.unavailable", "a2ui-stream.outcome_timeout"})
+UNREGISTERED: frozenset[str] = frozenset(
+    {"a2ui-stream.request_timeout", "a2ui-stream.unavailable", "a2ui-stream.outcome_timeout"}
+)
 # An unknown code is a bug on our side: answer as ``internal_error`` does.
 DEFAULT_STATUS = 500
 

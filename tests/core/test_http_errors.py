@@ -26,7 +26,8 @@ UPSTREAM = Path(__file__).resolve().parents[2].parent / "shared" / "upstream" / 
 V1_ENVELOPE = UPSTREAM / "schemas" / "error-envelope.schema.json"
 V2_ENVELOPE = UPSTREAM / "schemas" / "v2" / "error-envelope.schema.json"
 
-# §11, plus payload_too_large (the registered 413) and the three HTTP-layer codes.
+# §11, plus payload_too_large (the registered 413), unsupported_media_type (the registered
+# 415, app.core.http_guard) and the HTTP layer's own vendor codes.
 EXPECTED_STATUS = {
     "envelope_invalid": 422,
     "unknown_schema_version": 422,
@@ -48,6 +49,8 @@ EXPECTED_STATUS = {
     "payload_unprojectable": 500,
     "internal_error": 500,
     "payload_too_large": 413,
+    "unsupported_media_type": 415,
+    "a2ui-stream.request_timeout": 408,
     "a2ui-stream.unavailable": 503,
     "a2ui-stream.outcome_timeout": 504,
 }
