@@ -33,7 +33,7 @@ import orjson
 from app.core.limits import DEPTH_CEILING, first_deeper
 from app.core.refusal import Violation
 
-__all__ = ["DEFAULT_MAX_RECORD_BYTES", "Intake", "read_admission"]
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "Intake", "read_admission", "read_body"]
 
 DEFAULT_MAX_RECORD_BYTES = 1_048_576
 
@@ -103,6 +103,64 @@ def read_admission(
                 {"key": key.decode("utf-8", "replace"), "runId": run_id},
             )
     return Intake(record, run_id)
+
+
+def read_body(
+    value: bytes, *, max_bytes: int = DEFAULT_MAX_RECORD_BYTES, at: str = ""
+) -> Intake | Violation:
+    """Decode one JSON document that becomes (part of) an admission record: an HTTP request
+    body (docs/http.md). The checks of ``read_admission`` in the same order, with the same codes
+    and rules: the size limit before any parsing, not UTF-8, not JSON (one JSON value, nothing
+    after it), a duplicate member name, an integer outside 64 bits, nesting beyond any setting.
+    Pointers are prefixed with ``at``: where the document sits in the record it becomes
+    (``/envelope`` for the body of ``POST /runs/{runId}/envelopes``). There is no Kafka key, so
+    no key check; ``run_id`` is the body's ``runId`` member, if it has a string one."""
+    # The size and UTF-8 steps repeat read_admission's on purpose: its messages say "record"
+    # and a producer reads them, so it stays as it is; this one speaks of the request body.
+    if len(value) > max_bytes:
+        return Violation(
+            "record_too_large",
+            "record-size",
+            at,
+            f"the request body is {len(value)} bytes; the limit is {max_bytes} "
+            "(A2UI_STREAM_MAX_RECORD_BYTES); it was refused before parsing",
+            {"size": len(value), "limit": max_bytes},
+        )
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Violation(
+            "record_not_utf8",
+            "record-utf8",
+            at,
+            f"the request body is not UTF-8 (byte {exc.start}: {exc.reason})",
+            {"offset": exc.start},
+        )
+    try:
+        document = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        failure = _not_parsed(exc)
+        if failure.rule == "record-json":
+            failure = Violation(
+                failure.code,
+                failure.rule,
+                failure.path,
+                f"the request body is not JSON: {exc}",
+                failure.details,
+            )
+        return _located(failure, at)
+    ambiguous = _ambiguity(value, document)
+    if ambiguous is not None:
+        return _located(ambiguous, at)
+    return Intake(document, _run_id_of(document))
+
+
+def _located(violation: Violation, at: str) -> Violation:
+    if not at:
+        return violation
+    return Violation(
+        violation.code, violation.rule, at + violation.path, violation.message, violation.details
+    )
 
 
 # --- parse failures and ambiguous JSON -----------------------------------------------------------

@@ -13,10 +13,11 @@ import sys
 import threading
 from typing import Any
 
+from app.core.http_guard import is_loopback_bind
 from app.core.topic_plan import TopicPlan
 from app.shell.broker import Broker, start_broker
 from app.shell.errors import OperatorError
-from app.shell.settings import VARIABLES, Settings, load_settings
+from app.shell.settings import VARIABLES, Settings, load_settings, shown_value
 from app.shell.topics_admin import desired_for, ensure_topics
 
 __all__ = ["add_parser"]
@@ -83,7 +84,10 @@ def add_parser(sub: Any) -> None:
     config = sub.add_parser(
         "config",
         help="list every environment variable with its effective value",
-        description="Every setting is an environment variable; this prints them all.",
+        description=(
+            "Every setting is an environment variable; this prints them all. Credentials (the "
+            "HTTP tokens) are shown as set or unset, never their values."
+        ),
     )
     config.set_defaults(func=_run_config)
 
@@ -147,8 +151,7 @@ def _run_config(args: argparse.Namespace) -> int:
     load_settings()  # validates; a bad value exits 2 with the variable's name
     width = max(len(name) for name, _, _ in VARIABLES)
     for name, default, meaning in VARIABLES:
-        value = os.environ.get(name)
-        shown = f"{value} (set)" if value is not None else f"{default or '(unset)'} (default)"
+        shown = shown_value(name, os.environ.get(name), default)
         print(f"{name:<{width}}  {shown}\n{'':<{width}}  {meaning}")
     return 0
 
@@ -237,7 +240,12 @@ def _run_up(args: argparse.Namespace) -> int:
                     f"  dead letters:     topic {names['deadletter']}",
                     f"  worker web:       http://{fast.web_host}:{fast.web_port}/health",
                     f"  OpenWOP HTTP:     http://{fast.web_host}:{fast.web_port}/.well-known/openwop"
-                    " (no token needed in this embedded mode)",
+                    + (
+                        " (no token needed in this embedded mode; this machine only)"
+                        if not fast.http_auth
+                        else " (A2UI_STREAM_WEB_HOST is not loopback: tokens required,"
+                        " A2UI_STREAM_HTTP_TOKENS)"
+                    ),
                     f"  surface viewer:   http://{fast.web_host}:{fast.web_port}/ui/",
                     f"  in another shell: export KAFKA_BOOTSTRAP={broker.bootstrap}",
                     "  stop: Ctrl-C (stops the worker and the broker it started)",
@@ -263,7 +271,8 @@ def _embedded(settings: Settings) -> Settings:
     from dataclasses import replace
 
     # The embedded laptop mode is the one place the HTTP API runs without tokens (issue 6
-    # item 7), and only on a loopback address.
-    if settings.web_host not in ("127.0.0.1", "localhost", "::1"):
+    # item 7), and only on a loopback address; there the web server also answers only
+    # loopback Host names (DNS rebinding) and same-origin JSON requests (CSRF): issue 14.
+    if not is_loopback_bind(settings.web_host):
         return settings
     return replace(settings, http_auth=False)

@@ -4,6 +4,14 @@ Shell module. Faust adds nothing to the wire: every topic uses raw bytes for key
 (STYLE rule 6); the records' shapes are defined by ``schemas/`` and the topics by ``topics/``.
 Agents are registered by their own modules (``register(app, topics)``) and talk only through
 topics.
+
+The web server (issue 14): it listens on A2UI_STREAM_WEB_HOST only (Faust's ``web_bind``, which
+otherwise defaults to every interface), serves our routes and none of Faust's built-in pages
+(``/``, ``/router``, ``/table``, ``/stats``, ``/assignment``, ``/graph``, ``/performance``:
+they answer without a token, disclose the worker URLs and the assignment, and ``/router/x/``
+raised), reads bodies up to A2UI_STREAM_MAX_RECORD_BYTES plus the record's wrapper, closes a
+connection whose request head is not in within A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS, and runs
+every request through ``app.shell.http_api.request_guard`` first.
 """
 
 from __future__ import annotations
@@ -14,25 +22,32 @@ from typing import Any
 
 import faust
 import mode
+from aiohttp.web import AppRunner
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from app import __version__
 from app.core.discovery import DiscoveryConfig
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.topic_plan import TopicSpec
-from app.shell.http_api import HttpApi
+from app.shell.http_api import HttpApi, request_guard
 from app.shell.http_gateway import AdmissionGateway
 from app.shell.http_streams import DeltaMemo, RunStreams
 from app.shell.metrics import Metrics
 from app.shell.projector_loop import ProjectorConfig, ProjectorLoop
 from app.shell.run_index import RunIndex
 from app.shell.schema_files import load_schema_documents
-from app.shell.settings import Settings, load_secrets
+from app.shell.settings import Settings, check_exposure, load_secrets
 from app.shell.topics_admin import desired_for
 from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
 from app.shell.viewer import register as register_viewer
 
-__all__ = ["StreamTopics", "create_app", "policy_from"]
+__all__ = ["BODY_ROOM", "StreamTopics", "WorkerApp", "WorkerWeb", "create_app", "policy_from"]
+
+# What the web server reads beyond A2UI_STREAM_MAX_RECORD_BYTES: room for the record around a
+# body (``{"runId": ..., "envelope": ...}``, a runId of up to 256 characters escaped), so a body
+# just over the limit is refused by intake with its exact size (app.core.http_admission).
+BODY_ROOM = 64 * 1024
 
 
 def policy_from(settings: Settings) -> HostPolicy:
@@ -56,13 +71,45 @@ class StreamTopics:
         return self.topics[topic_id]
 
 
+class WorkerWeb(AiohttpWeb):
+    """Faust's aiohttp web server without Faust's built-in pages, and with a deadline on the
+    request head. Faust chooses its blueprints from these class attributes (faust.web.base)."""
+
+    default_blueprints = ()  # /router, /table
+    production_blueprints = ()  # the "/" index
+    debug_blueprints = ()  # /graph, /stats, /assignment
+    optional_blueprints = ()  # /performance
+
+    def __init__(self, app: faust.App, *, read_timeout: float, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        # aiohttp has no header timeout of its own, but its keep-alive timer starts when a
+        # connection opens and again after each response, and closes the connection if no
+        # complete request head has arrived by then (aiohttp.web_protocol.RequestHandler). Set
+        # short, it is the header timeout; it also ends idle keep-alive connections. A handler
+        # that is running (an SSE stream) is never cut by it.
+        self._runner = AppRunner(self.web_app, access_log=None, keepalive_timeout=read_timeout)
+
+
+class WorkerApp(faust.App):
+    """The Faust app with the worker's web server (``WorkerWeb``)."""
+
+    def __init__(self, *args: Any, read_timeout: float, **kwargs: Any) -> None:
+        self.read_timeout = read_timeout
+        super().__init__(*args, **kwargs)
+
+    def _new_web(self) -> WorkerWeb:
+        return WorkerWeb(self, read_timeout=self.read_timeout)
+
+
 def _broker_url(bootstrap: str) -> str:
     servers = [server.strip() for server in bootstrap.split(",") if server.strip()]
     return ";".join(f"kafka://{server}" for server in servers)
 
 
 def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTopics]:
-    """Build the Faust app for ``bootstrap`` with every topic declared as raw bytes."""
+    """Build the Faust app for ``bootstrap`` with every topic declared as raw bytes. Raises
+    ``OperatorError`` for settings that would expose the API (``check_exposure``)."""
+    check_exposure(settings)
     _quiet_payload_loggers()
     group_timeouts: dict[str, Any] = (
         # Joins in ~5 s instead of ~30 s (../shared/spec/kafka.md); laptops and tests only.
@@ -74,11 +121,28 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         if settings.fast_groups
         else {}
     )
-    app = faust.App(
+    app = WorkerApp(
         settings.app_id,
+        read_timeout=settings.http_read_timeout_seconds,
         broker=_broker_url(bootstrap),
         web_host=settings.web_host,
+        web_bind=settings.web_host,  # Faust's default binds every interface
         web_port=settings.web_port,
+        web_application_options={
+            "client_max_size": settings.max_record_bytes + BODY_ROOM,
+            "middlewares": [
+                request_guard(
+                    loopback_only=not settings.http_auth,
+                    max_record_bytes=settings.max_record_bytes,
+                )
+            ],
+        },
+        # Faust's built-in pages, off by their own settings too (WorkerWeb serves none).
+        web_router_enabled=False,
+        web_tables_enabled=False,
+        web_stats_enabled=False,
+        web_graph_enabled=False,
+        web_metrics_enabled=False,
         datadir=str(settings.data_dir),
         topic_replication_factor=settings.replication,
         topic_partitions=settings.partitions,
@@ -166,6 +230,8 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         seams=settings.seams,
         delta_transport=settings.delta_transport,
         wait_seconds=settings.http_wait_seconds,
+        max_record_bytes=settings.max_record_bytes,
+        read_timeout=settings.http_read_timeout_seconds,
     ).register(app)
     register_viewer(app, index, settings)  # the live surface viewer at /ui/ (docs/viewer.md)
     app.service(_http_service(index, gateway))

@@ -20,6 +20,11 @@ Routes (openwop-a2ui.md §9, §10, §12, §13):
   POST /runs/{runId}/actions                        a user's action from a surface (issue 7)
   POST /v1/host/sample/a2ui/emit-surface            v1 seam (A2UI_STREAM_SEAMS=1 only)
   POST /conformance/seams/sample/a2ui/emit-surface  v2 seam (A2UI_STREAM_SEAMS=1 only)
+
+Before any route runs, ``request_guard`` (the web app's one middleware) applies
+``app.core.http_guard`` to every request: the Host rule of the laptop mode, the Origin rule
+and the JSON content type of every mutating request (issue 14 item 4). Request bodies are read
+with a deadline and go through the Kafka path's intake (``app.core.http_admission``).
 """
 
 from __future__ import annotations
@@ -38,14 +43,20 @@ from aiohttp import web
 from app.core.actions import check_action
 from app.core.discovery import DiscoveryConfig, document_for
 from app.core.http_admission import (
+    AdmissionRequest,
     ForkPoint,
-    envelope_record,
-    fork_record,
+    body_too_large,
+    command_request,
+    envelope_request,
+    fork_request,
+    read_json_body,
     refusal_response,
-    v1_seam_record,
-    v2_seam_record,
+    v1_seam_request,
+    v2_seam_request,
+    violation_response,
 )
-from app.core.http_errors import HttpError, error, from_admission_code
+from app.core.http_errors import HttpError, error
+from app.core.http_guard import RequestHead, check_request
 from app.core.refusal import Violation
 from app.core.stream_modes import (
     parse_last_event_id,
@@ -59,11 +70,15 @@ from app.shell.http_streams import RunStreams
 from app.shell.run_index import RunIndex, RunLog
 from app.shell.validator_loop import now_rfc3339
 
-__all__ = ["HttpApi"]
+__all__ = ["HttpApi", "request_guard"]
 
 log = logging.getLogger("a2ui_stream.http")
 
 Handler = Callable[[web.Request, str, str], Awaitable[web.StreamResponse]]
+Middleware = Callable[
+    [web.Request, Callable[[web.Request], Awaitable[web.StreamResponse]]],
+    Awaitable[web.StreamResponse],
+]
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -76,12 +91,41 @@ def _error(failure: HttpError, headers: dict[str, str] | None = None) -> web.Res
     return _json(failure.status, failure.body, headers)
 
 
-async def _body(request: web.Request) -> Any | HttpError:
-    raw = await request.read()
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return error("validation_error", f"the request body is not JSON: {exc}")
+def request_guard(*, loopback_only: bool, max_record_bytes: int) -> Middleware:
+    """The web app's one middleware: every request meets ``app.core.http_guard`` before any
+    route handler (ours, the viewer's, /health, /metrics) runs, and the web server's own
+    refusals (no such route, a body beyond ``client_max_size``) are OpenWOP error envelopes
+    instead of aiohttp's plain text. ``loopback_only`` is the laptop mode (auth off)."""
+
+    @web.middleware
+    async def guard(
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        head = RequestHead(
+            request.method,
+            request.headers.get("Host"),
+            request.headers.get("Origin"),
+            request.headers.get("Content-Type"),
+        )
+        refused = check_request(head, loopback_only=loopback_only)
+        if refused is not None:
+            return _error(refused)
+        try:
+            return await handler(request)
+        except web.HTTPRequestEntityTooLarge:
+            return _error(body_too_large(request.content_length, max_bytes=max_record_bytes))
+        except web.HTTPNotFound:
+            return _error(error("not_found", f"no endpoint {request.path[:200]}"))
+        except web.HTTPMethodNotAllowed as exc:
+            allowed = ", ".join(sorted(exc.allowed_methods))
+            return _json(
+                405,
+                {"error": "validation_error", "message": f"use {allowed} here"},
+                {"Allow": allowed},
+            )
+
+    return guard
 
 
 class HttpApi:
@@ -97,6 +141,8 @@ class HttpApi:
         seams: bool,
         delta_transport: bool,
         wait_seconds: float,
+        max_record_bytes: int,
+        read_timeout: float,
     ) -> None:
         self.index = index
         self.gateway = gateway
@@ -107,6 +153,8 @@ class HttpApi:
         self.seams = seams
         self.delta_transport = delta_transport
         self.wait_seconds = wait_seconds
+        self.max_record_bytes = max_record_bytes
+        self.read_timeout = read_timeout
 
     # -- registration ---------------------------------------------------------------------------
 
@@ -154,6 +202,30 @@ class HttpApi:
         return _error(
             error("unauthenticated", message), {"WWW-Authenticate": 'Bearer realm="openwop"'}
         )
+
+    async def _raw_body(self, request: web.Request) -> bytes | web.Response:
+        """The request body, read within the read timeout (A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS);
+        a body beyond the web server's ``client_max_size`` is refused by ``request_guard``."""
+        try:
+            return await asyncio.wait_for(request.read(), self.read_timeout)
+        except TimeoutError:
+            response = _error(
+                error(
+                    "a2ui-stream.request_timeout",
+                    f"the request body did not arrive within {self.read_timeout:g}s "
+                    "(A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS): send the whole body at once",
+                )
+            )
+            response.force_close()  # the rest of the body, if it ever comes, is not read
+            return response
+
+    async def _body(self, request: web.Request) -> Any | web.Response:
+        """The request body's JSON value, after the Kafka path's intake (app.core.intake)."""
+        raw = await self._raw_body(request)
+        if isinstance(raw, web.Response):
+            return raw
+        body = read_json_body(raw, max_bytes=self.max_record_bytes)
+        return _error(body) if isinstance(body, HttpError) else body
 
     async def _ready(self) -> web.Response | None:
         if self.index.ready.is_set():
@@ -303,9 +375,9 @@ class HttpApi:
 
     # -- admission ------------------------------------------------------------------------------
 
-    async def _admit(self, run_id: str, record: dict[str, Any]) -> Published | web.Response:
+    async def _admit(self, request: AdmissionRequest) -> Published | web.Response:
         try:
-            published = await self.gateway.admit(run_id, record, self.wait_seconds)
+            published = await self.gateway.admit(request.run_id, request.record, self.wait_seconds)
         except Exception as exc:  # the broker refused the publish: say so, not 500 blindly
             log.warning("http: publish failed (%s)", type(exc).__name__)
             return _error(
@@ -316,16 +388,16 @@ class HttpApi:
                 {"Retry-After": "1"},
             )
         if published.outcome is None:
-            return self._no_outcome(run_id, record)
+            return self._no_outcome(request)
         return published
 
-    def _no_outcome(self, run_id: str, record: dict[str, Any]) -> web.Response:
+    def _no_outcome(self, request: AdmissionRequest) -> web.Response:
         """No log record and no dead letter for our record in time. If the envelope's
         correlationId is already recorded with the same type, the validator deduplicated it
         (E2, §2): the original outcome stands."""
-        envelope = record.get("envelope")
-        run = self.index.get(run_id)
-        if isinstance(envelope, dict) and run is not None:
+        envelope = request.envelope
+        run = self.index.get(request.run_id)
+        if envelope is not None and run is not None:
             for logged in run.events:
                 if logged.event.get("causationId") == envelope.get(
                     "correlationId"
@@ -344,13 +416,13 @@ class HttpApi:
         wrong = self._method(request, "POST")
         if wrong is not None:
             return wrong
-        body = await _body(request)
-        if isinstance(body, HttpError):
-            return _error(body)
-        record = envelope_record(run_id, body)
-        if isinstance(record, HttpError):
-            return _error(record)
-        return self._answer(await self._admit(run_id, record), style="envelopes")
+        raw = await self._raw_body(request)
+        if isinstance(raw, web.Response):
+            return raw
+        built = envelope_request(run_id, raw, max_record_bytes=self.max_record_bytes)
+        if isinstance(built, HttpError):
+            return _error(built)
+        return self._answer(await self._admit(built), style="envelopes")
 
     def _answer(self, result: Published | web.Response, *, style: str) -> web.Response:
         if isinstance(result, web.Response):
@@ -395,23 +467,30 @@ class HttpApi:
         denied = self._unauthenticated(request)
         if denied is not None:
             return denied
-        body = await _body(request)
-        if isinstance(body, HttpError):
-            return _error(body)
+        built: AdmissionRequest | HttpError
         if v1:
+            body = await self._body(request)
+            if isinstance(body, web.Response):
+                return body
             nonce = uuid.uuid4().hex
-            built = v1_seam_record(
-                body, envelope_id=f"env-{nonce}", correlation_id=f"corr-{nonce}", now=now_rfc3339()
+            built = v1_seam_request(
+                body,
+                envelope_id=f"env-{nonce}",
+                correlation_id=f"corr-{nonce}",
+                now=now_rfc3339(),
+                max_record_bytes=self.max_record_bytes,
             )
         else:
-            built = v2_seam_record(body)
+            raw = await self._raw_body(request)
+            if isinstance(raw, web.Response):
+                return raw
+            built = v2_seam_request(raw, max_record_bytes=self.max_record_bytes)
         if isinstance(built, HttpError):
             return _error(built)
-        run_id, record = built
         not_ready = await self._ready()
         if not_ready is not None:
             return not_ready
-        return self._answer(await self._admit(run_id, record), style="v1-seam" if v1 else "v2-seam")
+        return self._answer(await self._admit(built), style="v1-seam" if v1 else "v2-seam")
 
     # -- fork -------------------------------------------------------------------------------------
 
@@ -419,20 +498,20 @@ class HttpApi:
         wrong = self._method(request, "POST")
         if wrong is not None:
             return wrong
-        body = await _body(request)
-        if isinstance(body, HttpError):
-            return _error(body)
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
         source = await self._lookup(run_id)
         if source is None:
             return self._not_found(run_id)
         point = ForkPoint(source.last_sequence, [(e.partition, e.offset) for e in source.events])
         tenant, slash, _ = run_id.partition("/")
         child = f"{tenant}/{uuid.uuid4().hex}" if slash else f"fork-{uuid.uuid4().hex}"
-        built = fork_record(run_id, child, body, point)
+        built = fork_request(run_id, child, body, point, max_record_bytes=self.max_record_bytes)
         if isinstance(built, HttpError):
             return _error(built)
         record, fields = built
-        result = await self._admit(child, record)
+        result = await self._admit(record)
         if isinstance(result, web.Response):
             return result
         outcome = result.outcome
@@ -474,7 +553,10 @@ class HttpApi:
     ) -> tuple[Published, RunLog] | web.Response:
         """Publish a host command for ``run_id`` and wait until this worker has read its
         events (or its dead letter)."""
-        result = await self._admit(run_id, {"runId": run_id, "command": command})
+        built = command_request(run_id, command, max_record_bytes=self.max_record_bytes)
+        if isinstance(built, HttpError):
+            return _error(built)
+        result = await self._admit(built)
         if isinstance(result, web.Response):
             return result
         outcome = result.outcome
@@ -494,9 +576,9 @@ class HttpApi:
         denied = self._unauthenticated(request)
         if denied is not None:
             return denied
-        body = await _body(request)
-        if isinstance(body, HttpError):
-            return _error(body)
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
         if not isinstance(body, dict) or not isinstance(body.get("workflowId"), str):
             return _error(error("validation_error", "the body is {workflowId}"))
         workflow = body["workflowId"]
@@ -526,9 +608,9 @@ class HttpApi:
         wrong = self._method(request, "POST")
         if wrong is not None:
             return wrong
-        body = await _body(request)
-        if isinstance(body, HttpError):
-            return _error(body)
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
         if not isinstance(body, dict) or "resumeValue" not in body:
             return _error(error("validation_error", "the body is {resumeValue}"))
         run = await self._lookup(run_id)
@@ -550,9 +632,9 @@ class HttpApi:
         wrong = self._method(request, "POST")
         if wrong is not None:
             return wrong
-        body = await _body(request)
-        if isinstance(body, HttpError):
-            return _error(body)
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
         run = await self._lookup(run_id)
         if run is None:
             return self._not_found(run_id)
@@ -563,7 +645,7 @@ class HttpApi:
         surface = projection.surfaces.get(SurfaceKey(run_id, sid))
         checked = check_action(surface, body)
         if isinstance(checked, Violation):
-            return _error(_violation_error(checked))
+            return _error(violation_response(checked))
         assert surface is not None and isinstance(body, dict)
         command = {
             "type": "action.submit",
@@ -583,9 +665,3 @@ class HttpApi:
             201,
             {"runId": run_id, "sequence": event["sequence"], "eventId": event["eventId"]},
         )
-
-
-def _violation_error(violation: Violation) -> HttpError:
-    details = {"rule": violation.rule, "pointer": violation.path, "refusal": violation.code}
-    details.update(violation.details)
-    return error(from_admission_code(violation.code), violation.message, details)

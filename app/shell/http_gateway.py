@@ -5,15 +5,19 @@ Shell module. Nothing here decides anything: the record is published keyed by it
 run's partition (docs/topics.md), exactly as a Kafka producer would, and the outcome is what
 the validator wrote: the log record(s) or the dead letter whose ``a2ui-source`` header names
 the published record's ``partition:offset`` (app.shell.run_index).
+
+The record arrives as bytes (app.core.http_admission built them around the client's own bytes
+where it could): this module never re-encodes what it publishes. ``admit`` is the one publish
+path; headers a caller needs on the record (e.g. a credential the validator checks) go through
+its ``headers`` argument.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import orjson
 from aiokafka import AIOKafkaProducer
 
 from app.core.keys import partition_for_run
@@ -52,15 +56,23 @@ class AdmissionGateway:
             with contextlib.suppress(Exception):
                 await self._producer.stop()
 
-    async def admit(self, run_id: str, record: dict[str, Any], wait_seconds: float) -> Published:
-        """Publish ``record`` for ``run_id`` and wait for its outcome."""
+    async def admit(
+        self,
+        run_id: str,
+        record: bytes,
+        wait_seconds: float,
+        headers: Sequence[tuple[str, bytes]] | None = None,
+    ) -> Published:
+        """Publish the admission record ``record`` (its bytes, as they go on the topic) for
+        ``run_id`` with ``headers``, and wait for its outcome."""
         assert self._producer is not None, "gateway not started"
         partition = partition_for_run(run_id, self.partitions)
         metadata = await self._producer.send_and_wait(
             self.admission_topic,
-            orjson.dumps(record),
+            record,
             key=run_id.encode("utf-8"),
             partition=partition,
+            headers=list(headers) if headers else None,
         )
         outcome = await self.index.outcome_of(metadata.partition, metadata.offset, wait_seconds)
         return Published(metadata.partition, metadata.offset, outcome)

@@ -12,10 +12,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.core.http_guard import is_loopback_bind
 from app.core.limits import DEPTH_CEILING, DEPTH_FLOOR, Limits
 from app.shell.errors import OperatorError
 
-__all__ = ["VARIABLES", "Settings", "load_secrets", "load_settings"]
+__all__ = [
+    "SECRET_VARIABLES",
+    "VARIABLES",
+    "Settings",
+    "check_exposure",
+    "load_secrets",
+    "load_settings",
+    "shown_value",
+]
 
 # (name, default, meaning). Defaults are for production, except where `a2ui-stream up` or the
 # tests set something else explicitly.
@@ -52,7 +61,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "a2ui-stream",
         "Faust app id: the consumer group and the prefix of internal topics.",
     ),
-    ("A2UI_STREAM_WEB_HOST", "127.0.0.1", "Address the worker's web server binds."),
+    (
+        "A2UI_STREAM_WEB_HOST",
+        "127.0.0.1",
+        "Address the worker's web server binds (and listens on: only this one). 0.0.0.0 or another non-loopback address needs A2UI_STREAM_HTTP_AUTH=on.",
+    ),
     (
         "A2UI_STREAM_WEB_PORT",
         "6066",
@@ -93,12 +106,17 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "A2UI_STREAM_HTTP_TOKENS",
         "",
-        "Bearer tokens (comma-separated) accepted by the OpenWOP HTTP API. Unset on a worker: every run endpoint answers 401 until one is set. Never logged.",
+        "Bearer tokens (comma-separated) accepted by the OpenWOP HTTP API. Unset on a worker: every run endpoint answers 401 until one is set. Never logged; `a2ui-stream config` shows only how many are set.",
     ),
     (
         "A2UI_STREAM_HTTP_AUTH",
         "on",
-        "on: the OpenWOP HTTP API requires a bearer token. `a2ui-stream up` (the embedded laptop mode, loopback only) sets off; nothing else should.",
+        "on: the OpenWOP HTTP API requires a bearer token. off: no token, only on a loopback A2UI_STREAM_WEB_HOST (a worker refuses to start otherwise), and only requests to a loopback Host name (127.0.0.1, localhost, [::1]) are answered. `a2ui-stream up` (the embedded laptop mode) sets off; nothing else should.",
+    ),
+    (
+        "A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS",
+        "15",
+        "Seconds a client has to send a request's line and headers (from connecting, or from the previous response on a kept-alive connection; also how long an idle connection stays open) and, again, its body. A slower connection is closed; a slow body is answered 408.",
     ),
     (
         "A2UI_STREAM_SEAMS",
@@ -128,7 +146,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "A2UI_STREAM_MAX_RECORD_BYTES",
         "1048576",
-        "Admission records larger than this are dead-lettered before parsing (record_too_large). At most 4 MiB: a dead letter keeps the original bytes (base64) and must fit the dead-letter topic's 8 MiB max.message.bytes.",
+        "Admission records larger than this are dead-lettered before parsing (record_too_large), and HTTP request bodies that would make one are answered 413 payload_too_large (the web server reads at most this plus 64 KiB). At most 4 MiB: a dead letter keeps the original bytes (base64) and must fit the dead-letter topic's 8 MiB max.message.bytes.",
     ),
     (
         "A2UI_STREAM_MAX_DEPTH",
@@ -152,6 +170,32 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
+
+# Variables whose values are credentials: `a2ui-stream config` says whether they are set, never
+# what they hold. A name that says TOKEN, PASSWORD, SECRET or KEY is treated as one too (so a
+# variable added later is masked before anyone remembers to list it), except a *_FILE path:
+# the path is fine to show, its content never.
+SECRET_VARIABLES: frozenset[str] = frozenset({"A2UI_STREAM_HTTP_TOKENS"})
+_SECRET_WORDS = ("TOKEN", "PASSWORD", "SECRET", "KEY")
+
+
+def _is_secret(name: str) -> bool:
+    if name in SECRET_VARIABLES:
+        return True
+    return not name.endswith("_FILE") and any(word in name for word in _SECRET_WORDS)
+
+
+def shown_value(name: str, value: str | None, default: str) -> str:
+    """How `a2ui-stream config` shows a variable: the value and where it came from, or for a
+    credential only whether it is set (and, for the token list, how many tokens it holds)."""
+    if value is None:
+        return f"{default or '(unset)'} (default)"
+    if not _is_secret(name):
+        return f"{value} (set)"
+    if name == "A2UI_STREAM_HTTP_TOKENS":
+        count = len([t for t in value.split(",") if t.strip()])
+        return f"(set, {count} token{'' if count == 1 else 's'}; values hidden)"
+    return "(set; value hidden)" if value else "(set, empty)"
 
 
 @dataclass(frozen=True)
@@ -179,6 +223,7 @@ class Settings:
     seams: bool = False
     delta_transport: bool = True
     http_wait_seconds: int = 10
+    http_read_timeout_seconds: int = 15
     sse_keepalive_seconds: int = 15
     secrets_file: str = ""
     limits: Limits = Limits()
@@ -209,7 +254,7 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read the settings; a bad value raises ``OperatorError`` naming the variable."""
     env = os.environ if env is None else env
-    return Settings(
+    settings = Settings(
         kafka_bootstrap=env.get("KAFKA_BOOTSTRAP", "").strip(),
         broker=_choice(env, "A2UI_STREAM_BROKER", ("auto", "external", "docker", "kafka", "tansu")),
         require_kafka=_flag(env, "A2UI_STREAM_REQUIRE_KAFKA"),
@@ -238,10 +283,25 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         seams=_flag(env, "A2UI_STREAM_SEAMS"),
         delta_transport=_flag(env, "A2UI_STREAM_DELTA_TRANSPORT"),
         http_wait_seconds=_int(env, "A2UI_STREAM_HTTP_WAIT_SECONDS", 1, 600),
+        http_read_timeout_seconds=_int(env, "A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS", 1, 300),
         sse_keepalive_seconds=_int(env, "A2UI_STREAM_SSE_KEEPALIVE_SECONDS", 1, 30),
         secrets_file=env.get("A2UI_STREAM_SECRETS_FILE", "").strip(),
         limits=_limits(env),
     )
+    check_exposure(settings)
+    return settings
+
+
+def check_exposure(settings: Settings) -> None:
+    """Refuse settings that would serve the HTTP API without a token beyond this machine
+    (issue 14 item 4). Checked on loading and again when the worker's app is built."""
+    if not settings.http_auth and not is_loopback_bind(settings.web_host):
+        raise OperatorError(
+            f"A2UI_STREAM_HTTP_AUTH=off with A2UI_STREAM_WEB_HOST={settings.web_host or '(empty)'}"
+            " would let anyone on the network admit envelopes and read every run: set "
+            "A2UI_STREAM_WEB_HOST=127.0.0.1, or A2UI_STREAM_HTTP_AUTH=on with "
+            "A2UI_STREAM_HTTP_TOKENS"
+        )
 
 
 def admission_limits(env: Mapping[str, str] | None = None) -> tuple[int, Limits]:

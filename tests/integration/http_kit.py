@@ -5,6 +5,7 @@ TCP proxy that drops a connection mid-stream, and the conformance suite's envelo
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import socket
 import threading
@@ -68,6 +69,46 @@ class Http:
 
     def post(self, path: str, body: Any, **kw: Any) -> Reply:
         return self.request("POST", path, body, **kw)
+
+
+def send_raw(
+    base: str,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30,
+) -> Reply:
+    """One request exactly as given: no Content-Type or Authorization is added (http.client
+    adds only Host, unless ``headers`` names one, and Content-Length for a body)."""
+    host, _, port = base.removeprefix("http://").rpartition(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        raw = response.read()
+        status, got = response.status, dict(response.headers)
+    finally:
+        connection.close()
+    try:
+        parsed = json.loads(raw) if raw else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        parsed = None
+    return Reply(status, parsed, got, raw)
+
+
+def non_loopback_address() -> str | None:
+    """An address of this machine that is not loopback (the interface a route out would
+    use; no packet is sent), or None when there is none."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only the routing table is consulted
+        address = str(probe.getsockname()[0])
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
 def wait_http(worker: WorkerProcess, timeout: float = 90) -> Http:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -33,9 +34,11 @@ from tests.integration.http_kit import (
     create_msg,
     data_msg,
     delete_msg,
+    non_loopback_address,
     parse_sse,
     read_sse,
     runs_path,
+    send_raw,
     v2,
     wait_http,
 )
@@ -85,9 +88,17 @@ def floor2(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture(scope="module")
 def floor1(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Http]:
-    """A v1 host (floor 1) with the RFC 0114 delta transport."""
+    """A v1 host (floor 1) with the RFC 0114 delta transport, in the laptop mode (auth off,
+    loopback only), with a 2 MiB record limit and a short read timeout (issue 14 items 4, 8,
+    10)."""
     tmp = tmp_path_factory.mktemp("floor1")
-    for workers in _workers(broker, tmp, "f1", {"A2UI_STREAM_FLOOR": "1"}):
+    env = {
+        "A2UI_STREAM_FLOOR": "1",
+        "A2UI_STREAM_HTTP_AUTH": "off",
+        "A2UI_STREAM_MAX_RECORD_BYTES": str(2 * 1024 * 1024),
+        "A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS": "2",
+    }
+    for workers in _workers(broker, tmp, "f1", env):
         yield wait_http(workers[0])
 
 
@@ -483,3 +494,212 @@ def test_envelopes_endpoint_admits_through_the_validator(floor1: Http) -> None:
     bad = floor1.post(runs_path(run, "/envelopes"), {"type": "ui.a2ui-surface"})
     assert bad.status == 400 and bad.body["error"] == "validation_error"
     assert bad.body["details"]["pointer"].startswith("/envelope")
+
+
+# -- hardening (issue 14): what the network and a web page can reach ------------------------------
+
+JSON = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+
+
+def _port(http: Http) -> int:
+    return int(http.base.rsplit(":", 1)[1])
+
+
+def test_the_web_server_binds_only_the_configured_address(floor2: list[Http]) -> None:
+    """A2UI_STREAM_WEB_HOST defaults to 127.0.0.1: nothing answers on another address."""
+    address = non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback address to probe from")
+    with pytest.raises(OSError):
+        socket.create_connection((address, _port(floor2[0])), timeout=10).close()
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None],
+)
+def test_a_mutating_request_must_say_it_is_json(
+    floor2: list[Http], content_type: str | None
+) -> None:
+    """CSRF: a page can send a 'simple' cross-site POST (text/plain, a form, no type at all)
+    without a preflight; only application/json forces one, which this host never answers."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    body = json.dumps({"workflowId": "wf-csrf"}).encode()
+    reply = send_raw(floor2[0].base, "POST", "/runs", body, headers)
+    assert reply.status == 415, reply.raw
+    assert reply.body["error"] == "unsupported_media_type"
+    assert "application/json" in reply.body["message"]
+
+
+def test_a_json_request_with_a_charset_is_still_json(floor2: list[Http]) -> None:
+    headers = {**JSON, "Content-Type": "Application/JSON; charset=utf-8"}
+    body = json.dumps({"workflowId": "wf-charset"}).encode()
+    assert send_raw(floor2[0].base, "POST", "/runs", body, headers).status == 201
+
+
+def test_a_cross_origin_request_is_refused(floor2: list[Http]) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    envelope = b.envelope(v2(b.sid("origin"), [create_msg()]))
+    for origin in ("http://evil.example", "null", f"http://localhost:{_port(http) + 1}"):
+        reply = http.post(runs_path(run, "/envelopes"), envelope, headers={"Origin": origin})
+        assert (reply.status, reply.body["error"]) == (403, "forbidden"), (origin, reply.raw)
+        got = http.get(runs_path(run), headers={"Origin": origin})
+        assert got.status == 403, origin
+    assert http.get(runs_path(run)).status == 404  # nothing was recorded
+    same = http.post(runs_path(run, "/envelopes"), envelope, headers={"Origin": http.base})
+    assert same.status == 201, same.raw
+
+
+def test_a_tokened_worker_serves_any_host_name(floor2: list[Http]) -> None:
+    """The Host rule is the laptop mode's (no token); a worker with tokens sits behind names."""
+    reply = send_raw(
+        floor2[0].base,
+        "GET",
+        runs_path("nobody/none"),
+        headers={"Host": "a2ui.internal.example", "Authorization": f"Bearer {TOKEN}"},
+    )
+    assert reply.status == 404
+
+
+def test_the_laptop_mode_answers_only_loopback_host_names(floor1: Http) -> None:
+    """DNS rebinding: evil.example resolved to 127.0.0.1 sends Host: evil.example."""
+    port, b, run = _port(floor1), Builder(), f"laptop-{uuid.uuid4().hex}"
+    envelope = json.dumps(b.envelope(V1_SURFACE, schema_version=1)).encode()
+    for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.evil.example:{port}"):
+        read = send_raw(floor1.base, "GET", runs_path("nobody/none"), headers={"Host": host})
+        assert (read.status, read.body["error"]) == (403, "forbidden"), (host, read.raw)
+        write = send_raw(
+            floor1.base,
+            "POST",
+            runs_path(run, "/envelopes"),
+            envelope,
+            {"Host": host, "Content-Type": "application/json"},
+        )
+        assert write.status == 403, host
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "LOCALHOST"):
+        reply = send_raw(floor1.base, "GET", runs_path("nobody/none"), headers={"Host": host})
+        assert reply.status == 404, (host, reply.raw)
+    assert send_raw(floor1.base, "GET", runs_path(run)).status == 404  # nothing was recorded
+
+
+def _duplicated_trust(b: Builder, sid: str) -> str:
+    text = json.dumps(b.envelope(v2(sid, [create_msg()]), trust="untrusted"))
+    forged = text.replace(
+        '"contentTrust": "untrusted"', '"contentTrust": "untrusted", "contentTrust": "trusted"'
+    )
+    assert forged != text
+    return forged
+
+
+def test_envelope_admission_decides_the_clients_bytes(floor2: list[Http]) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    # a duplicate member name: readers disagree on which value counts (was recorded trusted)
+    forged = _duplicated_trust(b, b.sid("dup")).encode()
+    reply = send_raw(http.base, "POST", runs_path(run, "/envelopes"), forged, JSON)
+    assert (reply.status, reply.body["error"]) == (400, "validation_error"), reply.raw
+    details = reply.body["details"]
+    assert details["refusal"] == "record_not_json" and details["rule"] == "record-duplicate-key"
+    assert details["pointer"] == "/envelope/meta/contentTrust"
+    seam = b'{"runId": ' + json.dumps(run).encode() + b', "envelope": ' + forged + b"}"
+    reply = send_raw(http.base, "POST", SEAM_V2, seam, JSON)
+    assert reply.status == 400 and reply.body["details"]["rule"] == "record-duplicate-key"
+    # an integer outside 64 bits (was rewritten as a float)
+    big = b.envelope(v2(b.sid("big"), [create_msg(), data_msg()]))
+    text = json.dumps(big).replace('"name": "x"', '"name": 18446744073709551616')
+    reply = send_raw(http.base, "POST", runs_path(run, "/envelopes"), text.encode(), JSON)
+    assert (reply.status, reply.body["error"]) == (422, "envelope_invalid"), reply.raw
+    assert reply.body["details"]["refusal"] == "record_limit_exceeded"
+    assert reply.body["details"]["rule"] == "number-range"
+    # nesting the recorder cannot encode (was 503 a2ui-stream.unavailable)
+    for levels in (300, 1000):
+        deep = json.dumps(big).replace('"name": "x"', '"name": ' + "[" * levels + "]" * levels)
+        reply = send_raw(http.base, "POST", runs_path(run, "/envelopes"), deep.encode(), JSON)
+        assert (reply.status, reply.body["error"]) == (422, "envelope_invalid"), reply.raw
+        assert reply.body["details"]["refusal"] == "record_limit_exceeded"
+    # not UTF-8, not JSON
+    reply = send_raw(http.base, "POST", runs_path(run, "/envelopes"), b'{"a":"\xff"}', JSON)
+    assert reply.status == 400 and reply.body["details"]["refusal"] == "record_not_utf8"
+    reply = send_raw(http.base, "POST", runs_path(run, "/envelopes"), b'{"a":', JSON)
+    assert reply.status == 400 and reply.body["details"]["refusal"] == "record_not_json"
+    assert http.get(runs_path(run)).status == 404  # none of them was recorded
+
+
+def test_every_json_body_goes_through_intake(floor2: list[Http]) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    assert _emit(http, run, b.envelope(v2(b.sid("intake"), [create_msg()])))[0] == 201
+    bodies = {
+        "/runs": b'{"workflowId": "a", "workflowId": "b"}',
+        runs_path(run, ":fork"): b'{"mode": "branch", "mode": "replay", "fromSeq": 0}',
+        runs_path(run, "/interrupts/n1"): b'{"resumeValue": 1, "resumeValue": 2}',
+        runs_path(run, "/actions"): b'{"name": "go", "name": "resume"}',
+        SEAM_V1: b'{"runId": "a/b", "runId": "c/d", "surface": {}}',
+    }
+    for path, body in bodies.items():
+        reply = send_raw(http.base, "POST", path, body, JSON)
+        assert reply.status == 400, (path, reply.raw)
+        assert reply.body["details"]["rule"] == "record-duplicate-key", path
+
+
+def test_an_oversize_body_is_an_openwop_413_naming_the_setting(floor2: list[Http]) -> None:
+    http, b, run = floor2[0], Builder(), _run()
+    envelope = json.dumps(b.envelope(v2(b.sid("big"), [create_msg()]))).encode()
+    for padding in (1_048_576, 3 * 1_048_576):  # just over the record limit, and far over
+        body = b" " * padding + envelope
+        reply = send_raw(http.base, "POST", runs_path(run, "/envelopes"), body, JSON)
+        assert (reply.status, reply.body["error"]) == (413, "payload_too_large"), reply.raw[:200]
+        assert "A2UI_STREAM_MAX_RECORD_BYTES" in reply.body["message"]
+        assert reply.body["details"]["refusal"] == "record_too_large"
+
+
+def test_the_body_limit_follows_max_record_bytes(floor1: Http) -> None:
+    """floor1 runs with A2UI_STREAM_MAX_RECORD_BYTES=2 MiB: a 1.5 MB body (JSON whitespace
+    around an envelope) is decided by the validator, not cut off by the web server at 1 MiB."""
+    run, b = f"prod-{uuid.uuid4().hex}", Builder()
+    envelope = json.dumps(b.envelope(V1_SURFACE, schema_version=1)).encode()
+    body = b" " * 1_500_000 + envelope
+    headers = {"Content-Type": "application/json"}
+    reply = send_raw(floor1.base, "POST", runs_path(run, "/envelopes"), body, headers)
+    assert reply.status == 201, reply.raw[:300]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/router/",
+        "/router/topics",
+        "/router/x/",
+        "/router/x/y/",
+        "/table/",
+        "/table/x/",
+        "/stats/",
+        "/assignment/",
+        "/graph/",
+        "/performance/",
+    ],
+)
+def test_faust_default_routes_are_not_served(floor2: list[Http], path: str) -> None:
+    reply = Http(floor2[0].base, token=None).get(path)
+    assert (reply.status, (reply.body or {}).get("error")) == (404, "not_found"), reply.raw[:300]
+
+
+def test_health_and_metrics_still_answer(floor2: list[Http]) -> None:
+    anonymous = Http(floor2[0].base, token=None)
+    assert anonymous.get("/health").status == 200
+    assert anonymous.get("/metrics").status == 200
+
+
+def test_a_request_that_sends_its_headers_slowly_is_closed(floor1: Http) -> None:
+    """floor1 runs with A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS=2. Half a request line, then
+    silence: the server closes the connection (recv returns b"" or the connection resets)."""
+    with socket.create_connection(("127.0.0.1", _port(floor1)), timeout=30) as sock:
+        sock.sendall(b"GET /health HT")
+        try:
+            closed = sock.recv(1024) == b""  # blocks until the server acts; at most 30 s
+        except ConnectionResetError:
+            closed = True
+        except TimeoutError:
+            closed = False
+    assert closed, "the server kept a half-sent request open for 30 s"

@@ -45,3 +45,40 @@ def test_bad_values_name_the_variable(env: dict[str, str], fragment: str) -> Non
 def test_roles_default_to_both_stages() -> None:
     assert load_settings({}).roles == frozenset({"validator", "projector"})
     assert load_settings({"A2UI_STREAM_ROLES": "Projector"}).roles == frozenset({"projector"})
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.2", "a2ui.example", ""])
+def test_auth_off_on_a_non_loopback_bind_is_refused(host: str) -> None:
+    """Issue 14 item 4: no token and every interface would serve every run to the network."""
+    env = {"A2UI_STREAM_HTTP_AUTH": "off", "A2UI_STREAM_WEB_HOST": host}
+    with pytest.raises(OperatorError) as refused:
+        load_settings(env)
+    message = str(refused.value)
+    assert "\n" not in message  # one line, saying what to do
+    assert "A2UI_STREAM_WEB_HOST=127.0.0.1" in message and "A2UI_STREAM_HTTP_AUTH=on" in message
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
+def test_auth_off_on_a_loopback_bind_is_the_laptop_mode(host: str) -> None:
+    settings = load_settings({"A2UI_STREAM_HTTP_AUTH": "off", "A2UI_STREAM_WEB_HOST": host})
+    assert settings.http_auth is False and settings.web_host == host
+
+
+def test_auth_on_may_bind_any_address() -> None:
+    assert load_settings({"A2UI_STREAM_WEB_HOST": "0.0.0.0"}).http_auth is True
+
+
+def test_the_worker_app_refuses_an_exposed_laptop_mode_however_settings_were_made() -> None:
+    from dataclasses import replace
+
+    from app.shell.faust_app import create_app
+
+    exposed = replace(load_settings({}), http_auth=False, web_host="0.0.0.0")
+    with pytest.raises(OperatorError, match="A2UI_STREAM_HTTP_AUTH=off"):
+        create_app(exposed, "127.0.0.1:9")
+
+
+def test_the_read_timeout_is_bounded() -> None:
+    assert load_settings({}).http_read_timeout_seconds == 15
+    with pytest.raises(OperatorError, match="A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS=0"):
+        load_settings({"A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS": "0"})

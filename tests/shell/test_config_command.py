@@ -1,0 +1,32 @@
+"""`a2ui-stream config` prints every variable, and never a secret's value (issue 14 item 10)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from app.shell.commands_runtime import _run_config
+
+
+def test_config_masks_the_http_tokens(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("A2UI_STREAM_HTTP_TOKENS", "tok-alpha-secret, tok-beta-secret")
+    monkeypatch.setenv("A2UI_STREAM_SECRETS_FILE", "/etc/a2ui/secrets.json")
+    assert _run_config(argparse.Namespace()) == 0
+    out = capsys.readouterr().out
+    assert "tok-alpha-secret" not in out and "tok-beta-secret" not in out
+    assert "set, 2 tokens" in out
+    assert "/etc/a2ui/secrets.json" in out  # the path is fine to show; its content never is
+
+
+def test_config_shows_an_unset_token_list_as_unset(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("A2UI_STREAM_HTTP_TOKENS", raising=False)
+    assert _run_config(argparse.Namespace()) == 0
+    line = next(
+        line for line in capsys.readouterr().out.splitlines() if "A2UI_STREAM_HTTP_TOKENS" in line
+    )
+    assert "(unset)" in line
