@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from app.shell.broker import _free_port
+from tests.integration.http_kit import non_loopback_address, send_raw
 
 
 def _health(port: int) -> bool:
@@ -22,6 +23,33 @@ def _health(port: int) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def _assert_laptop_mode_is_this_machine_only(port: int) -> None:
+    """Issue 14 item 4: no token here, so only this machine and only its own pages."""
+    base = f"http://127.0.0.1:{port}"
+    address = non_loopback_address()
+    if address is not None:  # the network: nothing listens there
+        with pytest.raises(OSError):
+            socket.create_connection((address, port), timeout=10).close()
+    # DNS rebinding: a page on evil.example re-pointed at 127.0.0.1
+    rebound = send_raw(base, "GET", "/ui/api/runs", headers={"Host": f"evil.example:{port}"})
+    assert (rebound.status, rebound.body["error"]) == (403, "forbidden"), rebound.raw
+    # CSRF: a cross-site 'simple' POST (text/plain, no preflight) creates nothing
+    body = b'{"workflowId": "wf-csrf"}'
+    plain = send_raw(base, "POST", "/runs", body, {"Content-Type": "text/plain"})
+    assert (plain.status, plain.body["error"]) == (415, "unsupported_media_type"), plain.raw
+    foreign = send_raw(
+        base,
+        "POST",
+        "/runs",
+        body,
+        {"Content-Type": "application/json", "Origin": "https://evil.example"},
+    )
+    assert (foreign.status, foreign.body["error"]) == (403, "forbidden"), foreign.raw
+    # Faust's pages (worker URLs, the assignment) are not served
+    assert send_raw(base, "GET", "/router/").status == 404
+    assert send_raw(base, "GET", "/ui/api/runs").status == 200  # the developer's own requests
 
 
 def _port_open(bootstrap: str) -> bool:
@@ -63,6 +91,7 @@ def test_up_runs_the_embedded_broker_and_a_worker_until_ctrl_c(tmp_path) -> None
         assert "publish admission records" in log and "a2ui.admission" in log
         bootstrap = log.split("export KAFKA_BOOTSTRAP=")[1].split()[0]
         assert _port_open(bootstrap)
+        _assert_laptop_mode_is_this_machine_only(port)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
         assert not _port_open(bootstrap), "Ctrl-C left the embedded broker running"
