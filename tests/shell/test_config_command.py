@@ -7,6 +7,7 @@ import argparse
 import pytest
 
 from app.shell.commands_runtime import _run_config
+from app.shell.settings import shown_value
 
 
 def test_config_masks_the_http_tokens(
@@ -30,3 +31,19 @@ def test_config_shows_an_unset_token_list_as_unset(
         line for line in capsys.readouterr().out.splitlines() if "A2UI_STREAM_HTTP_TOKENS" in line
     )
     assert "(unset)" in line
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        ("A2UI_STREAM_HTTP_TOKENS", "one", "(set, 1 token; values hidden)"),
+        ("A2UI_STREAM_HTTP_TOKENS", " , ", "(set, 0 tokens; values hidden)"),
+        # a credential added later is masked by its name before anyone lists it
+        ("A2UI_STREAM_COMMAND_KEY", "k3y-material", "(set; value hidden)"),
+        ("A2UI_STREAM_SASL_PASSWORD", "hunter2", "(set; value hidden)"),
+        ("A2UI_STREAM_SECRETS_FILE", "/etc/s.json", "/etc/s.json (set)"),  # a path, not a secret
+        ("A2UI_STREAM_WEB_HOST", "0.0.0.0", "0.0.0.0 (set)"),
+    ],
+)
+def test_shown_value(name: str, value: str, shown: str) -> None:
+    assert shown_value(name, value, "") == shown
