@@ -14,9 +14,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from aiokafka import AIOKafkaProducer
 
+from app.core.admission import RECORDED_EVENT_SCHEMA_VERSION, event_id_for
+from app.core.keys import log_key, partition_for_run
 from app.shell.broker import require_kafka
+from app.shell.settings import Settings
+from app.shell.topics_admin import desired_for
 from app.shell.viewer import DIST
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,8 +114,27 @@ class BrowserDriver:
     def goto(self, url: str) -> None:
         self.call("goto", url=url)
 
-    def wait(self, selector: str, text: str | None = None, *, timeout: float = 30) -> None:
-        self.call("wait", timeout=timeout + 10, selector=selector, text=text, waitMs=timeout * 1000)
+    def wait(
+        self,
+        selector: str,
+        text: str | None = None,
+        *,
+        timeout: float = 30,
+        state: str = "visible",
+    ) -> None:
+        self.call(
+            "wait",
+            timeout=timeout + 10,
+            selector=selector,
+            text=text,
+            state=state,
+            waitMs=timeout * 1000,
+        )
+
+    def evaluate(self, expression: str, *, timeout: float = 30) -> Any:
+        """The JSON value of ``expression`` evaluated on the page; AssertionError when the page
+        does not answer within ``timeout`` seconds (a hung tab never does)."""
+        return self.call("evaluate", timeout=timeout, expression=expression)["value"]
 
     def query(self, selector: str) -> list[dict[str, Any]]:
         elements: list[dict[str, Any]] = self.call("query", selector=selector)["elements"]
@@ -127,3 +152,51 @@ class BrowserDriver:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
             self._log.close()
+
+
+# -- recorded events written straight to the log -------------------------------------------------
+
+
+def recorded_surface(
+    run_id: str, sequence: int, envelope: dict[str, Any], *, version: int = 2
+) -> dict[str, Any]:
+    """A ``ui.a2ui-surface`` event exactly as admission records an admitted envelope
+    (app.core.admission ``_record``; schemas/recorded-event), for a test that must put into the
+    log what admission would refuse (an older log, another host, a bug: the viewer must never
+    hang whatever the log holds)."""
+    trust = (
+        "untrusted" if envelope.get("meta", {}).get("contentTrust") == "untrusted" else "trusted"
+    )
+    event: dict[str, Any] = {
+        "eventId": event_id_for(run_id, sequence),
+        "runId": run_id,
+        "sequence": sequence,
+        "type": "ui.a2ui-surface",
+        "schemaVersion": RECORDED_EVENT_SCHEMA_VERSION,
+        "timestamp": "2026-12-01T00:00:00Z",
+    }
+    if "nodeId" in envelope:
+        event["nodeId"] = envelope["nodeId"]
+    event["causationId"] = envelope["correlationId"]
+    event["contentTrust"] = trust
+    event["payload"] = {"envelope": envelope, "version": version, "trust": trust}
+    return event
+
+
+async def append_to_log(bootstrap: str, settings: Settings, events: list[dict[str, Any]]) -> None:
+    """Append recorded events to the deployment's log topic as the validator does: key
+    ``runId#sequence`` (app.core.keys), on the run's partition, the event's JSON as the value."""
+    log_topic = next(spec.name for spec in desired_for(settings) if spec.id == "log")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for event in events:
+            run_id, sequence = event["runId"], event["sequence"]
+            await producer.send_and_wait(
+                log_topic,
+                orjson.dumps(event),
+                key=log_key(run_id, sequence),
+                partition=partition_for_run(run_id, settings.partitions),
+            )
+    finally:
+        await producer.stop()

@@ -26,7 +26,13 @@ import pytest
 from app.core.examples import BASIC_CATALOG, rfc0209_positive_payload
 from app.shell.broker import Broker
 from app.shell.settings import load_settings
-from tests.integration.browser_kit import REPO, BrowserDriver, require_browser
+from tests.integration.browser_kit import (
+    REPO,
+    BrowserDriver,
+    append_to_log,
+    recorded_surface,
+    require_browser,
+)
 from tests.integration.http_kit import Builder, Http, runs_path, v2, wait_http
 from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 
@@ -51,19 +57,30 @@ def _worker(broker: Broker, tmp: Path, tag: str, floor: int) -> WorkerProcess:
 
 
 @pytest.fixture(scope="module")
-def hosts(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Http]]:
+def workers(
+    broker: Broker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[int, WorkerProcess]]:
+    """The two workers, started and answering (their run index has read the log)."""
     require_browser()
     tmp = tmp_path_factory.mktemp("viewer-workers")
-    workers = {2: _worker(broker, tmp, "f2", 2), 1: _worker(broker, tmp, "f1", 1)}
-    for worker in workers.values():
+    started = {2: _worker(broker, tmp, "f2", 2), 1: _worker(broker, tmp, "f1", 1)}
+    for worker in started.values():
         worker.start()
     try:
         with ThreadPoolExecutor(2) as pool:
-            ready = dict(zip(workers, pool.map(wait_http, workers.values()), strict=True))
-        yield {floor: Http(http.base, token=None) for floor, http in ready.items()}
+            list(pool.map(wait_http, started.values()))
+        yield started
     finally:
-        for worker in workers.values():
+        for worker in started.values():
             worker.stop()
+
+
+@pytest.fixture(scope="module")
+def hosts(workers: dict[int, WorkerProcess]) -> dict[int, Http]:
+    return {
+        floor: Http(f"http://127.0.0.1:{worker.web_port}", token=None)
+        for floor, worker in workers.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -309,4 +326,134 @@ def test_index_lists_recent_runs_and_opens_them(
     browser.wait("table.runs a", run)
     browser.call("click", selector="table.runs a", text=run)
     browser.wait(f"{_surface(sid)} .a2ui-text", "Listed")
+    _assert_loopback_only(browser)
+
+
+# -- cycle safety: the renderer is never handed a tree it would walk forever -------------------
+
+
+def _components(sid: str, *components: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "version": "v0.9",
+        "updateComponents": {"surfaceId": sid, "components": list(components)},
+    }
+
+
+def _create(sid: str) -> dict[str, Any]:
+    return {"version": "v0.9", "createSurface": {"surfaceId": sid, "catalogId": BASIC_CATALOG}}
+
+
+def _column(cid: str, *children: str) -> dict[str, Any]:
+    return {"id": cid, "component": "Column", "children": list(children)}
+
+
+def _text(cid: str, text: str) -> dict[str, Any]:
+    return {"id": cid, "component": "Text", "text": text}
+
+
+def _button(cid: str, child: str) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "component": "Button",
+        "child": child,
+        "action": {"event": {"name": "resume"}},
+    }
+
+
+# Resolves, from the page's own event loop (setTimeout), once the run shows N surface cards.
+_EVERY_CARD = """new Promise(resolve => {
+  const tick = () => {
+    const cards = document.querySelectorAll('article[data-surface]').length;
+    if (cards >= %d - 1) resolve(cards); else setTimeout(tick, 50);
+  };
+  tick();
+})"""
+
+
+def _notice(sid: str) -> str:
+    return f'{_surface(sid)} [data-testid="tree-unsafe"]'
+
+
+def test_cyclic_trees_are_not_rendered_and_the_tab_stays_responsive(
+    workers: dict[int, WorkerProcess], hosts: dict[int, Http], browser: BrowserDriver
+) -> None:
+    """Issue 14 item 3: a cyclic children/child graph froze the tab (@a2ui/lit 0.11.0 renders a
+    child by creating its element, which renders its children, with no cycle check). Admission
+    refuses cycles now, so the events are written straight to the log, as an older log or
+    another host could hold them. Each cyclic surface shows a notice naming the component that
+    closes the cycle; the run's other surfaces (a deep chain, a shared child) render."""
+    http, worker, b = hosts[2], workers[2], Builder()
+    run = f"viewer/run-{uuid.uuid4().hex}"
+    ok, own, late, card, deep, shared = (
+        b.sid(tag) for tag in ("ok", "self", "late", "card", "deep", "shared")
+    )
+    depth = 255  # root and 255 below it: 256 nested components, the bound (MAX_TREE_DEPTH)
+    chain = [_column(f"c{i}", f"c{i + 1}") for i in range(1, depth)]
+    payloads = [
+        (ok, [_create(ok), _components(ok, _column("root", "t"), _text("t", "Rendered before"))]),
+        (own, [_create(own), _components(own, _column("root", "root"))]),  # root -> root
+        (late, [_create(late), _components(late, _column("root", "a"), _column("a", "b"))]),
+        (late, [_components(late, _column("b", "root"))]),  # closes root -> a -> b -> root
+        (
+            card,
+            [
+                _create(card),
+                # Button.child points back up to the Card that holds it
+                _components(card, {"id": "root", "component": "Card", "child": "go"},
+                            _button("go", "root")),
+            ],
+        ),
+        (
+            deep,
+            [
+                _create(deep),
+                _components(deep, _column("root", "c1"), *chain,
+                            _text(f"c{depth}", "The bottom of the chain")),
+            ],
+        ),
+        (
+            shared,
+            [
+                _create(shared),
+                _components(shared, _column("root", "left", "right"),
+                            {"id": "left", "component": "Card", "child": "x"},
+                            {"id": "right", "component": "Card", "child": "x"},
+                            _text("x", "One child, two parents")),
+            ],
+        ),
+    ]  # fmt: skip
+    events = [
+        recorded_surface(run, sequence, b.envelope(v2(sid, messages)))
+        for sequence, (sid, messages) in enumerate(payloads)
+    ]
+    asyncio.run(append_to_log(worker.broker.bootstrap, worker.settings, events))
+
+    browser.goto(_page(http, run))
+    # The page's own event loop waits for every surface's card: a tab that walks a cycle never
+    # turns its event loop again, so this never answers there (the driver's bound says so).
+    cards = browser.evaluate(_EVERY_CARD % len(payloads), timeout=60)
+    assert cards == len(payloads) - 1  # the late surface has two events and one card
+    columns = browser.evaluate("document.querySelectorAll('a2ui-basic-column').length")
+    assert columns < 1000
+    browser.wait(f"{_surface(shared)} .a2ui-text", "One child, two parents")
+    browser.wait(f"{_surface(ok)} .a2ui-text", "Rendered before")
+    browser.wait(f"{_surface(deep)} .a2ui-text", "The bottom of the chain")
+    assert len(browser.query(f"{_surface(shared)} .a2ui-text")) == 2  # drawn at both positions
+    for sid, closes in ((own, "root"), (late, "b"), (card, "go")):
+        browser.wait(_notice(sid))
+        [notice] = browser.query(_notice(sid))
+        assert f"'{closes}'" in notice["text"] and "cycle" in notice["text"], notice
+        assert not browser.query(f"{_surface(sid)} a2ui-surface"), sid  # never handed over
+        assert browser.query(_surface(sid))[0]["attrs"]["data-actions"] == "disabled"
+
+    # a later update that breaks the cycle renders the surface again
+    fixed = b.envelope(v2(late, [_components(late, _text("b", "The cycle is broken"))]))
+    asyncio.run(
+        append_to_log(
+            worker.broker.bootstrap, worker.settings, [recorded_surface(run, len(events), fixed)]
+        )
+    )
+    browser.wait(f"{_surface(late)} .a2ui-text", "The cycle is broken")
+    assert not browser.query(_notice(late))
+    assert browser.evaluate("1 + 1", timeout=30) == 2
     _assert_loopback_only(browser)

@@ -1,5 +1,6 @@
 """The viewer's pure JavaScript core (viewer/src/core: patch, schema checks, the RFC 0209
-migration map, the apply-and-revalidate state) under Node's own test runner. Needs only
+migration map, the apply-and-revalidate state, the component-tree check that keeps cycles from
+the renderer) under Node's own test runner. Needs only
 Node.js (no npm packages): skipped without it on a laptop, a failure in CI."""
 
 from __future__ import annotations

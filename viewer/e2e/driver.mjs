@@ -3,7 +3,10 @@
 // stdout line. playwright-core drives the system browser (executablePath); no browser download.
 //
 // Commands: goto {url} · wait {selector, text?, state?, waitMs?} · query {selector}
-//           click {selector, text?} · screenshot {path} · requests · problems · close
+//           click {selector, text?} · evaluate {expression} · screenshot {path} · requests ·
+//           problems · close
+// `evaluate` runs a JavaScript expression on the page's main thread and answers its JSON value:
+// it only answers when the page's event loop turns, so it tells a responsive tab from a hung one.
 // Every request the browser context makes is recorded (`requests`), so the test can check that
 // nothing leaves 127.0.0.1; console errors and page errors are recorded (`problems`).
 import { createInterface } from 'node:readline';
@@ -67,6 +70,10 @@ const handlers = {
   async click({ selector, text }) {
     await locate({ selector, text }).first().click({ timeout: 10000 });
     return {};
+  },
+  async evaluate({ expression }) {
+    const value = await page.evaluate(expression);
+    return { value };
   },
   async screenshot({ path }) {
     await page.screenshot({ path, fullPage: true });

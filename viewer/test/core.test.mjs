@@ -7,6 +7,7 @@ import { V1, V2, BASIC_CATALOG } from '../src/core/schema.js';
 import { migrateV1 } from '../src/core/migrate.js';
 import { projectRunId, unprojectRunId } from '../src/core/wire.js';
 import { initialState, receive, renderable, actionsBlockedBy } from '../src/core/surfaces.js';
+import { treeProblem, childIds, MAX_TREE_DEPTH, MAX_RENDERED_NODES } from '../src/core/tree.js';
 
 const V1_PAYLOAD = {
   catalogVersion: '0.9.1',
@@ -170,4 +171,124 @@ test('surfaces: v1 deltas apply, re-validate, and price the full frame they repl
   assert.equal(after.state.surfaces['~v1'].stale, true);
   assert.equal(receive(after.state, delta).outcome.type, 'resync'); // refused until a full frame
   assert.equal(receive(initialState(), delta).outcome.type, 'resync'); // no base
+});
+
+// -- cycle safety (issue 14 item 3): what @a2ui/lit would walk forever is never rendered ---------
+
+const column = (id, ...children) => ({ id, component: 'Column', children });
+const row = (id, ...children) => ({ id, component: 'Row', children });
+const card = (id, child) => ({ id, component: 'Card', child });
+const button = (id, child) => ({ id, component: 'Button', child, action: { event: { name: 'go' } } });
+const text = (id, value = id) => ({ id, component: 'Text', text: value });
+const chainOf = depth => {
+  const out = [column('root', 'c1')];
+  for (let i = 1; i < depth - 1; i++) out.push(column(`c${i}`, `c${i + 1}`));
+  out.push(text(`c${depth - 1}`, 'bottom'));
+  return out; // `depth` components nested one in the other, root first
+};
+
+test('tree: every cycle the renderer would follow, named where it closes', () => {
+  const cases = [
+    ['a self-cycle', [column('root', 'root')], 'root', 'root', /'root' lists itself as its own child/],
+    ['a two-cycle', [column('root', 'a'), row('a', 'root')], 'a', 'root', /root → a → root/],
+    ['a longer cycle below root', [column('root', 't', 'a'), text('t'), column('a', 'b'), column('b', 'a')], 'b', 'a', /root → a → b → a/],
+    ['Button.child back up', [column('root', 'go'), button('go', 'root')], 'go', 'root', /'go' refers back to 'root'/],
+    ['Card.child back up', [card('root', 'inner'), card('inner', 'root')], 'inner', 'root', /cycle/],
+    ['a Card holding its own Button', [card('root', 'go'), button('go', 'root')], 'go', 'root', /cycle/],
+    ['a template ChildList', [{ id: 'root', component: 'Column', children: { componentId: 'root', path: '/items' } }], 'root', 'root', /cycle/],
+  ];
+  for (const [name, components, closes, target, message] of cases) {
+    const problem = treeProblem(components);
+    assert.equal(problem?.kind, 'cycle', name);
+    assert.equal(problem.componentId, closes, name);
+    assert.equal(problem.target, target, name);
+    assert.match(problem.message, message, name);
+  }
+  // the same components keyed by id (the fold's shape) and as a Map (the renderer's)
+  const keyed = { root: column('root', 'a'), a: row('a', 'root') };
+  assert.equal(treeProblem(keyed).componentId, 'a');
+  assert.equal(treeProblem(new Map(Object.entries(keyed))).componentId, 'a');
+});
+
+test('tree: acyclic trees render, a shared child included; absurd ones do not', () => {
+  assert.equal(treeProblem([column('root', 't', 'b'), text('t'), button('b', 'b_label'), text('b_label')]), null);
+  // a DAG: @a2ui/lit draws a child at every position it is referenced (renderNode creates a new
+  // element each time), which is finite, so it renders
+  const shared = [column('root', 'left', 'right'), card('left', 'x'), card('right', 'x'), text('x')];
+  assert.equal(treeProblem(shared), null);
+  assert.equal(treeProblem([column('root', 'x', 'x'), text('x')]), null);
+  // references the surface does not hold render nothing (renderNode), and do not count
+  assert.equal(treeProblem([column('root', 'missing', 't'), text('t')]), null);
+  assert.equal(treeProblem([column('a', 'a')]), null); // no root: nothing is rendered (§6)
+  assert.equal(treeProblem({}), null);
+  // a deep chain renders up to the bound, not one component deeper
+  assert.equal(treeProblem(chainOf(MAX_TREE_DEPTH)), null);
+  const deeper = treeProblem(chainOf(MAX_TREE_DEPTH + 1));
+  assert.equal(deeper?.kind, 'depth');
+  assert.equal(deeper.componentId, `c${MAX_TREE_DEPTH}`);
+  // a subtree seen first near the top and referenced again further down is measured there too
+  const reused = [column('root', 'top', 'low1'), ...chainOf(MAX_TREE_DEPTH - 1).slice(1).map(c => ({ ...c }))];
+  reused.push(column('top', 'c1'));
+  for (let i = 1; i < 10; i++) reused.push(column(`low${i}`, i === 9 ? 'c1' : `low${i + 1}`));
+  assert.equal(treeProblem(reused)?.kind, 'depth');
+  // a ladder that lists the next rung twice: 40 components, 2^40 elements once expanded
+  const ladder = [];
+  for (let i = 0; i < 40; i++) ladder.push(column(i ? `r${i}` : 'root', `r${i + 1}`, `r${i + 1}`));
+  ladder.push(text('r40'));
+  assert.equal(treeProblem(ladder)?.kind, 'size');
+  const wide = [column('root', ...Array.from({ length: 100 }, (_, i) => `m${i}`))];
+  for (let i = 0; i < 100; i++) wide.push(column(`m${i}`, ...Array.from({ length: 100 }, () => 'leaf')));
+  wide.push(text('leaf'));
+  assert.equal(treeProblem(wide)?.kind, 'size'); // 10,101 elements
+  assert.equal(treeProblem(wide, { maxNodes: 10_101 }), null);
+  assert.ok(MAX_RENDERED_NODES >= 10_000);
+});
+
+test('tree: the walk is iterative and bounded whatever it is fed', () => {
+  const long = [column('root', 'c1')];
+  for (let i = 1; i < 200_000; i++) long.push(column(`c${i}`, `c${i + 1}`));
+  assert.equal(treeProblem(long).kind, 'depth'); // no stack overflow at 200,000 levels
+  assert.equal(treeProblem(long, { maxDepth: Infinity, maxNodes: Infinity }), null);
+  long.push(column('c200000', 'root'));
+  assert.equal(treeProblem(long, { maxDepth: Infinity, maxNodes: Infinity }).componentId, 'c200000');
+  for (const junk of [null, 42, 'x', [null, 1, 'root'], { root: null }, { root: { children: 7 } }]) {
+    assert.equal(treeProblem(junk), null, JSON.stringify(junk));
+  }
+  assert.deepEqual(childIds({ component: 'Tabs', tabs: [{ child: 'a' }, { title: 'x' }] }), ['a']);
+  assert.deepEqual(childIds({ component: 'Modal', trigger: 't', content: 'c' }), ['t', 'c']);
+  assert.deepEqual(childIds({ component: 'Text', text: 'root' }), []);
+});
+
+test('surfaces: a cycle closed by a later update is held but never rendered, others still are', () => {
+  const sid = 'late';
+  const updateOf = surfaceId => (...items) => ({ version: 'v0.9', updateComponents: { surfaceId, components: items } });
+  const update = updateOf(sid);
+  const { state, outcomes } = feed([
+    surfaceFrame(v2Payload('ok', [create('ok'), components('ok', 'fine')])),
+    surfaceFrame(v2Payload(sid, [create(sid), update(column('root', 'a'), column('a', 'b'))])),
+  ]);
+  assert.equal(renderable(state.surfaces[sid]), true); // b is not there yet: finite
+  const closing = receive(state, surfaceFrame(v2Payload(sid, [update(column('b', 'root'))])));
+  assert.equal(closing.outcome.type, 'ok'); // in the profile: no resync, which could not help
+  const held = closing.state.surfaces[sid];
+  assert.equal(renderable(held), false); // never handed to the renderer
+  assert.equal(held.stale, false);
+  assert.equal(held.tree.kind, 'cycle');
+  assert.equal(held.tree.componentId, 'b');
+  assert.match(actionsBlockedBy(held, closing.state), /not rendered: component 'b' refers back to 'root'/);
+  assert.match(closing.entry.note, /cycle/);
+  assert.equal(renderable(closing.state.surfaces.ok), true); // the run's other surface renders
+  assert.ok(outcomes.every(o => o.type === 'ok'));
+  // a later update that breaks the cycle makes it renderable again
+  const healed = receive(closing.state, surfaceFrame(v2Payload(sid, [update(text('b'))])));
+  assert.equal(healed.state.surfaces[sid].tree, null);
+  assert.equal(renderable(healed.state.surfaces[sid]), true);
+  // a shared child (a DAG) renders
+  const dag = feed([surfaceFrame(v2Payload('dag', [create('dag'), updateOf('dag')(column('root', 'l', 'r'), card('l', 'x'), card('r', 'x'), text('x'))]))]);
+  assert.equal(dag.state.surfaces.dag.tree, null);
+  assert.equal(renderable(dag.state.surfaces.dag), true);
+  // a self-cycle in the very first envelope
+  const own = feed([surfaceFrame(v2Payload('own', [create('own'), updateOf('own')(column('root', 'root'))]))]);
+  assert.equal(own.state.surfaces.own.tree.componentId, 'root');
+  assert.equal(renderable(own.state.surfaces.own), false);
 });

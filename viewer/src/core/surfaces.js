@@ -10,13 +10,18 @@
 //   surfaces again (RFC 0114: store-without-render, await re-materialization);
 // - trust is monotone per surface (RFC 0143, RFC 0209 §C.12): once untrusted, always untrusted;
 // - actions are enabled only on a fresh, renderable, trusted, final, live surface of a run that
-//   is not terminal (E1, §7, rule 3).
+//   is not terminal (E1, §7, rule 3);
+// - a v2 surface whose children/child graph the renderer would walk forever (a cycle, also one
+//   closed across envelopes) or absurdly far (core/tree.js) is held but never rendered: `tree`
+//   names the problem and the component where it closes, until a later update removes it.
+//   This is no validation failure (the fold is in the profile), so it asks for no resync.
 // `receive(state, frame)` is a pure step: it returns a new state and never throws on any input.
 // Pure: no DOM, no network.
 
 import { applyPatch, PatchError } from './patch.js';
 import { V1, V2, jsonEqual } from './schema.js';
 import { V1_SURFACE_ID } from './migrate.js';
+import { treeProblem } from './tree.js';
 import { utf8Length } from './wire.js';
 
 export const SURFACE_EVENT = 'ui.a2ui-surface';
@@ -51,9 +56,10 @@ export function initialState() {
 
 export const isTerminal = state => TERMINAL.has(state.status);
 
-/** §6 render-needs-root; a stale or deleted surface is never rendered. */
+/** §6 render-needs-root; a stale or deleted surface, or one whose tree is unsafe to walk
+ * (core/tree.js), is never rendered. */
 export function renderable(held) {
-  if (held.stale || held.status !== 'live') return false;
+  if (held.stale || held.status !== 'live' || held.tree) return false;
   return held.version === 1 || Object.prototype.hasOwnProperty.call(held.content.components, 'root');
 }
 
@@ -61,6 +67,7 @@ export function renderable(held) {
 export function actionsBlockedBy(held, state) {
   if (held.stale) return 'the surface failed validation (awaiting a full frame)';
   if (held.status !== 'live') return 'the surface was deleted';
+  if (held.tree) return `the surface is not rendered: ${held.tree.message}`;
   if (!renderable(held)) return 'the surface has no root component yet';
   if (held.trust !== 'trusted') return 'untrusted content blocks actions';
   if (held.partial) return 'the envelope is partial (not final)';
@@ -191,6 +198,7 @@ function receiveSurface(state, doc, sequence, size, entry) {
       surfaceRef: eventId,
       stale: false,
       reason: null,
+      tree: null, // the migration map always builds a tree (a2ui.js checks it once more)
     };
     state = { ...withSurface(state, key, next), v1Event: doc };
     return { state, outcome: { type: 'ok' }, entry };
@@ -255,6 +263,9 @@ function foldV2(state, envelope, trust, partial, sequence, eventId, entry) {
       if (problem) return fail(`v2 surface invalid after the fold: ${problem}`);
     }
   }
+  // The whole fold, not this envelope alone: a cycle can be closed by a later update (§6).
+  const tree = status === 'live' ? treeProblem(content.components) : null;
+  if (tree) entry.note = `not rendered: ${tree.message}`;
   const next = {
     key,
     version: 2,
@@ -266,6 +277,7 @@ function foldV2(state, envelope, trust, partial, sequence, eventId, entry) {
     surfaceRef: eventId,
     stale: false,
     reason: null,
+    tree,
   };
   return { state: withSurface(state, key, next), outcome: { type: 'ok' }, entry };
 }

@@ -9,6 +9,12 @@
 // components and the one function the profile allows (`required`). Media components (which
 // would fetch URLs) and `openUrl` are not in it, whatever a payload says.
 //
+// Cycle safety: @a2ui/lit walks `children`/`child` with no visited set (core/tree.js says how),
+// so a cyclic tree would nest elements forever and freeze the tab. The core never marks such a
+// surface renderable, and buildSurface checks once more, on the renderer's OWN component model
+// after the messages are processed (whatever produced them: the v2 fold or the v1 migration),
+// and refuses to hand an unsafe tree to <a2ui-surface>.
+//
 // Buttons: <a2ui-viewer-button> is the basic catalog's button that also honours the viewer's
 // action gate (trusted, final, live surface of a live run; E1, §7). A gated button renders
 // `disabled` and its click does nothing; an enabled one dispatches the A2UI action, which the
@@ -34,6 +40,24 @@ import {
 import '@a2ui/lit/v0_9'; // defines <a2ui-surface>
 
 import { BASIC_CATALOG } from '../core/schema.js';
+import { treeProblem } from '../core/tree.js';
+
+/** The renderer refused to draw a tree it would walk forever (or absurdly far). */
+export class UnsafeTreeError extends Error {
+  constructor(problem) {
+    super(problem.message);
+    this.problem = problem;
+  }
+}
+
+/** The components as the renderer holds them: id -> {id, component, ...properties}. */
+function rendererComponents(surface) {
+  const components = new Map();
+  for (const [id, model] of surface.componentsModel.entries) {
+    components.set(id, { ...model.properties, id, component: model.type });
+  }
+  return components;
+}
 
 /** surface components model -> {enabled, reason}: read by every button of that surface. */
 const gates = new WeakMap();
@@ -84,7 +108,8 @@ export const profileCatalog = new Catalog(
 /**
  * A fresh A2UI surface model for `messages` (all for `surfaceId`), with its action gate.
  * `onAction(action)` receives A2UI client actions {name, surfaceId, sourceComponentId, context}.
- * Returns {surface, dispose} or throws when the renderer refuses the messages.
+ * Returns {surface, dispose} or throws when the renderer refuses the messages, and
+ * UnsafeTreeError when their component tree is not safe to walk (core/tree.js).
  */
 export function buildSurface(surfaceId, messages, gate, onAction) {
   const processor = new MessageProcessor([profileCatalog], action => {
@@ -93,7 +118,16 @@ export function buildSurface(surfaceId, messages, gate, onAction) {
   });
   processor.processMessages(structuredClone(messages));
   const surface = processor.model.getSurface(surfaceId);
-  if (!surface) throw new Error('the renderer holds no surface after the messages');
+  const dispose = () => processor.model.dispose?.();
+  if (!surface) {
+    dispose();
+    throw new Error('the renderer holds no surface after the messages');
+  }
+  const problem = treeProblem(rendererComponents(surface));
+  if (problem) {
+    dispose();
+    throw new UnsafeTreeError(problem);
+  }
   gates.set(surface.componentsModel, gate);
-  return { surface, dispose: () => processor.model.dispose?.() };
+  return { surface, dispose };
 }

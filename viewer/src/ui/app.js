@@ -6,7 +6,7 @@ import { LitElement, html, nothing } from 'lit';
 import { actionsBlockedBy, renderable } from '../core/surfaces.js';
 import { migrateV1 } from '../core/migrate.js';
 import { projectRunId, unprojectRunId } from '../core/wire.js';
-import { buildSurface } from './a2ui.js';
+import { buildSurface, UnsafeTreeError } from './a2ui.js';
 import { RunController } from './run-controller.js';
 import { authHeaders, setToken, token, tokenChanged } from './auth.js';
 
@@ -139,7 +139,7 @@ class RunView extends LightElement {
     const cached = this.rendered.get(held.key);
     if (cached && cached.held === held && cached.blocked === blocked) return cached;
     cached?.dispose?.();
-    const entry = { held, blocked, surface: null, dispose: null, error: null, sourceIds: null };
+    const entry = { held, blocked, surface: null, dispose: null, error: null, unsafe: null, sourceIds: null };
     this.rendered.set(held.key, entry);
     if (!renderable(held)) return entry;
     const gate = { enabled: blocked === null, reason: blocked };
@@ -155,7 +155,8 @@ class RunView extends LightElement {
       entry.surface = built.surface;
       entry.dispose = built.dispose;
     } catch (error) {
-      entry.error = `the renderer refused this surface: ${error.message}`; // fail closed
+      if (error instanceof UnsafeTreeError) entry.unsafe = error.problem.message; // fail closed
+      else entry.error = `the renderer refused this surface: ${error.message}`; // fail closed
     }
     return entry;
   }
@@ -166,8 +167,10 @@ class RunView extends LightElement {
     const entry = this.model(held, blocked);
     const title = held.version === 1 ? 'v1 surface' : held.key;
     let body;
+    const unsafe = held.tree?.message ?? entry.unsafe;
     if (held.stale) body = html`<p class="notice" data-testid="fail-closed">Not rendered: ${held.reason}</p>`;
     else if (held.status === 'deleted') body = html`<p class="muted">Deleted (deleteSurface).</p>`;
+    else if (unsafe) body = html`<p class="notice" data-testid="tree-unsafe">Not rendered, the component tree is unsafe to draw: ${unsafe}.</p>`;
     else if (!renderable(held)) body = html`<p class="muted">Waiting for the root component (A2UI: render needs root).</p>`;
     else if (entry.error) body = html`<p class="notice" data-testid="fail-closed">${entry.error}</p>`;
     else body = html`<a2ui-surface .surface=${entry.surface}></a2ui-surface>`;
