@@ -36,7 +36,7 @@ viewer: ## build the live surface viewer (npm ci && npm run build in viewer/)
 # mypyc or a C compiler the pure-Python modules are used. app/compiled_core.py ignores the
 # compiled modules as soon as any of their sources changes (until this runs again).
 CORE_STAMP := app/core/compiled.json
-CORE_SOURCES := $(addprefix app/core/,admission.py cross_field.py fold.py limits.py pmap.py \
+CORE_SOURCES := $(addprefix app/core/,admission.py children.py cross_field.py fold.py limits.py pmap.py \
 	policy.py redaction.py refusal.py run_state.py)
 
 $(CORE_STAMP): $(CORE_SOURCES) scripts/compile_core.py $(VENV)/.installed

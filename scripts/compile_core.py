@@ -27,6 +27,7 @@ CORE = ROOT / "app" / "core"
 # The decision's hot path (bench admission). payload_rules is mostly jsonschema_rs already.
 MODULES = (
     "admission",
+    "children",
     "cross_field",
     "fold",
     "limits",

@@ -217,7 +217,8 @@ def _envelope_shape(ctx: _Ctx) -> Violation | Deduplicated | None:
     ctx.envelope = ctx.record["envelope"]
     ctx.kind = ctx.envelope["type"]
     if ctx.policy.secrets:  # most hosts register none: skip the lookup on the hot path
-        ctx.secrets = _prepared(ctx.policy.secrets_for(ctx.run_id))
+        lineage = ctx.state.lifecycle.lineage  # a fork inherits its ancestors' secrets
+        ctx.secrets = _prepared(ctx.policy.secrets_for(ctx.run_id, lineage))
     return None
 
 

@@ -40,9 +40,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from app.core.identifiers import run_id_error
 from app.core.redaction import Secrets, redact
 from app.core.refusal import Violation
-from app.core.run_lifecycle import TERMINAL_STATUSES
+from app.core.run_lifecycle import MAX_LINEAGE, TERMINAL_STATUSES
 from app.core.run_state import RunState
 
 __all__ = [
@@ -190,7 +191,23 @@ def _fork(
                 {"fromSeq": source.from_seq},
             )
         out.append(_copy(event, child, event_id_for(child, expected)))
-    marker = {"sourceRunId": source.source_run_id, "fromSeq": source.from_seq, "mode": mode}
+    ancestors = command.get("sourceLineage", [])
+    if not (
+        isinstance(ancestors, list)
+        and len(ancestors) < MAX_LINEAGE
+        and all(isinstance(r, str) and run_id_error(r) is None for r in ancestors)
+    ):
+        return _invalid(
+            "/command/sourceLineage",
+            f"sourceLineage is the source run's own ancestors: at most {MAX_LINEAGE - 1} runIds",
+        )
+    marker = {
+        "sourceRunId": source.source_run_id,
+        "fromSeq": source.from_seq,
+        "mode": mode,
+        # the fork inherits the SR-1 secrets of every run it descends from (issue 14 item 6b)
+        "lineage": [source.source_run_id, *ancestors],
+    }
     out.append(
         host_event(
             child,

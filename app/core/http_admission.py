@@ -41,6 +41,7 @@ from app.core.intake import DEFAULT_MAX_RECORD_BYTES, read_body
 from app.core.limits import DEPTH_CEILING, first_deeper
 from app.core.policy import SURFACE_KIND
 from app.core.refusal import Violation
+from app.core.run_lifecycle import MAX_LINEAGE
 
 __all__ = [
     "AdmissionRequest",
@@ -63,11 +64,13 @@ _FORK_KEYS = frozenset({"mode", "fromSeq", "runOptionsOverlay"})
 class AdmissionRequest:
     """What the shell publishes: ``record`` exactly as it goes on the admission topic (key =
     ``run_id``), and the ``envelope`` it carries as decoded (None for a host command), for the
-    E2 lookup after the wait."""
+    E2 lookup after the wait. ``command``: a host command, which the gateway seals
+    (app.core.command_seal); nothing else is sealed."""
 
     run_id: str
     record: bytes
     envelope: Mapping[str, Any] | None = None
+    command: bool = False
 
 
 def violation_response(violation: Violation) -> HttpError:
@@ -144,8 +147,12 @@ def _encoded(
 def command_request(
     run_id: str, command: Mapping[str, Any], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 ) -> AdmissionRequest | HttpError:
-    """A host command record ``{runId, command}`` (app.core.host_commands) for ``run_id``."""
-    return _encoded(run_id, {"runId": run_id, "command": command}, max_record_bytes)
+    """A host command record ``{runId, command}`` (app.core.host_commands) for ``run_id``,
+    marked for the gateway's seal."""
+    built = _encoded(run_id, {"runId": run_id, "command": command}, max_record_bytes)
+    if isinstance(built, HttpError):
+        return built
+    return AdmissionRequest(built.run_id, built.record, None, command=True)
 
 
 def _body_error(message: str, **details: Any) -> HttpError:
@@ -247,9 +254,17 @@ def envelope_request(
 class ForkPoint:
     """What the fork check needs to know about the source run's log."""
 
-    def __init__(self, last_sequence: int, offsets: Sequence[tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        last_sequence: int,
+        offsets: Sequence[tuple[int, int]],
+        lineage: Sequence[str] = (),
+    ) -> None:
         self.last_sequence = last_sequence  # -1 for an empty log
         self.offsets = offsets  # (partition, offset) of sequences 0..last_sequence, in order
+        # the source's own ancestors (its last run.forked marker): the child inherits their
+        # SR-1 secrets (app.core.run_lifecycle.lineage_of)
+        self.lineage = tuple(lineage)
 
 
 def fork_request(
@@ -306,6 +321,8 @@ def fork_request(
             "lastOffset": copied[-1][1] if copied else 0,
         },
     }
+    if source.lineage:
+        command["sourceLineage"] = list(source.lineage[: MAX_LINEAGE - 1])
     fields = {
         "runId": child_run_id,
         "sourceRunId": source_run_id,

@@ -60,13 +60,17 @@ class HostPolicy:
       when a run registers a new secret; decisions already made are not revisited.
     - ``limits``: the resource limits of the ``limits`` step (``app.core.limits.Limits``;
       docs/admission.md "Limits").
+    - ``command_key``: the gateway key host commands are sealed with (app.core.command_seal);
+      ``None`` accepts no host command at all. Neither it nor ``secrets`` is in the repr, so
+      a policy printed in a log or a traceback shows no secret.
     """
 
     kinds: tuple[str, ...] = (SURFACE_KIND,)
     schema_versions: Mapping[str, int] = field(default_factory=_default_versions)
     strictness: Strictness = "warn"
-    secrets: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    secrets: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict, repr=False)
     limits: Limits = Limits()
+    command_key: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # Operator errors: refuse to build a policy the core cannot honour.
@@ -98,9 +102,16 @@ class HostPolicy:
         """§5 (2): the advertised per-kind version, 0 when the kind is not listed."""
         return self.schema_versions.get(kind, 0)
 
-    def secrets_for(self, run_id: str) -> tuple[tuple[str, str], ...]:
-        """The run's SR-1 registrations plus the deployment-wide ones (key ``"*"``)."""
+    def secrets_for(
+        self, run_id: str, lineage: tuple[str, ...] = ()
+    ) -> tuple[tuple[str, str], ...]:
+        """The run's SR-1 registrations, those of the runs it was forked from (``lineage``,
+        ``RunState.lifecycle.lineage``: a fork inherits its ancestors' secrets), and the
+        deployment-wide ones (key ``"*"``)."""
         secrets = self.secrets
         if not secrets:
             return ()
-        return secrets.get(run_id, ()) + secrets.get("*", ())
+        found = secrets.get(run_id, ())
+        for ancestor in lineage:
+            found += secrets.get(ancestor, ())
+        return found + secrets.get("*", ())

@@ -7,7 +7,8 @@ the OpenWOP run statuses the HTTP API reports (``GET /runs/{runId}``, poll's ``s
 
 ``apply_host_event`` folds the same table into the validator's ``RunState.lifecycle`` and
 also tracks interrupts: ``node.suspended {nodeId}`` opens one (the run waits for approval),
-``interrupt.resolved {nodeId}`` closes it.
+``interrupt.resolved {nodeId}`` closes it; ``run.forked`` names the run's ancestors (its
+``lineage``, whose SR-1 secrets the fork inherits).
 
 May import: the standard library and app.core.run_state.
 """
@@ -26,6 +27,8 @@ __all__ = [
     "status_after",
     "status_of",
     "apply_host_event",
+    "lineage_of",
+    "MAX_LINEAGE",
 ]
 
 INITIAL_STATUS = "running"
@@ -70,6 +73,24 @@ def apply_host_event(lifecycle: Lifecycle, event: Mapping[str, Any]) -> Lifecycl
         interrupts = (*kept, (node, state, int(event["sequence"])))
         if state == "resolved" and any(i[1] == "pending" for i in kept):
             status = lifecycle.status  # another interrupt still waits
-    if status == lifecycle.status and interrupts is lifecycle.interrupts:
+    lineage = lifecycle.lineage
+    if event_type == "run.forked" and isinstance(payload, dict):
+        lineage = lineage_of(payload)
+    unchanged = interrupts is lifecycle.interrupts and lineage is lifecycle.lineage
+    if unchanged and status == lifecycle.status:
         return lifecycle
-    return Lifecycle(status, interrupts)
+    return Lifecycle(status, interrupts, lineage)
+
+
+MAX_LINEAGE = 32  # forks of forks: the ancestors a fork marker names, nearest first
+
+
+def lineage_of(marker: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ancestors a ``run.forked`` payload names: its ``lineage`` (the source first, then
+    the source's own ancestors), or just ``sourceRunId`` in a marker written before lineage
+    was recorded."""
+    named = marker.get("lineage")
+    if isinstance(named, list) and all(isinstance(r, str) for r in named):
+        return tuple(named[:MAX_LINEAGE])
+    source = marker.get("sourceRunId")
+    return (source,) if isinstance(source, str) else ()

@@ -180,11 +180,14 @@ class Correlation(FrozenValue):
 
 
 class Lifecycle(NamedTuple):
-    """The run lifecycle as its host events left it (app.core.run_lifecycle): the status and
-    each interrupt ``(nodeId, "pending" | "resolved", sequence of that change)``."""
+    """The run lifecycle as its host events left it (app.core.run_lifecycle): the status,
+    each interrupt ``(nodeId, "pending" | "resolved", sequence of that change)``, and, for a
+    fork, its ``lineage``: the runs it descends from, nearest first (their SR-1 secrets are
+    its secrets too)."""
 
     status: str = "running"
     interrupts: tuple[tuple[str, str, int], ...] = ()
+    lineage: tuple[str, ...] = ()
 
     def interrupt(self, node_id: str) -> tuple[str, int] | None:
         for node, state, sequence in self.interrupts:
@@ -295,6 +298,7 @@ def dump(state: RunState) -> dict[str, Any]:
         "lifecycle": {
             "status": state.lifecycle.status,
             "interrupts": [list(i) for i in state.lifecycle.interrupts],
+            "lineage": list(state.lifecycle.lineage),
         },
     }
 
@@ -331,6 +335,7 @@ def load(obj: dict[str, Any]) -> RunState:
     lifecycle = Lifecycle(
         str(life.get("status", "running")),
         tuple((str(n), str(st), int(q)) for n, st, q in life.get("interrupts", ())),
+        tuple(str(r) for r in life.get("lineage", ())),
     )
     return RunState(
         run_id=obj["runId"],

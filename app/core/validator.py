@@ -30,6 +30,8 @@ from app.core.admission import (
     encode_event,
     event_id_for,
 )
+from app.core.command_seal import HEADER as SEAL_HEADER
+from app.core.command_seal import sealed_by
 from app.core.dead_letter import dead_letter, redact_bytes
 from app.core.fold import apply
 from app.core.host_commands import ForkSource, decide_command, resume_of
@@ -62,6 +64,7 @@ class SourceRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +125,14 @@ def _key_text(key: bytes | None) -> str | None:
         return None
 
 
-def letter_secrets(policy: HostPolicy, run_id: str | None, key: bytes | None) -> Secrets:
-    """SR-1 (§14) for a dead letter: the registrations of the run the record names and of the
-    run its Kafka key names (a record that never parsed still told us its run by its key), and
-    the deployment-wide ones."""
+def letter_secrets(
+    policy: HostPolicy, run_id: str | None, key: bytes | None, lineage: tuple[str, ...] = ()
+) -> Secrets:
+    """SR-1 (§14) for a dead letter: the registrations of the run the record names (and of
+    the runs it was forked from, ``lineage``) and of the run its Kafka key names (a record that
+    never parsed still told us its run by its key), and the deployment-wide ones."""
     runs = [r for r in dict.fromkeys((run_id, _key_text(key))) if r is not None]
-    registered: tuple[tuple[str, str], ...] = policy.secrets_for("")
+    registered: tuple[tuple[str, str], ...] = policy.secrets_for("", lineage)
     for run in runs:
         registered += policy.secrets_for(run)
     return prepare(registered)
@@ -140,8 +145,9 @@ def _reject(
     policy: HostPolicy,
     run_id: str | None,
     correlation_id: str | None,
+    lineage: tuple[str, ...] = (),
 ) -> Reject:
-    secrets = letter_secrets(policy, run_id, source.key)
+    secrets = letter_secrets(policy, run_id, source.key, lineage)
     letter = dead_letter(
         violation,
         source.value,
@@ -197,6 +203,7 @@ def validate(
         )
         return _reject(wrong, source, now, policy, run_id, correlation_id)
     state = state_of(run_id) if run_id is not None else None
+    lineage = () if state is None else state.lifecycle.lineage
     record = intake.record
     if isinstance(record, dict) and "command" in record:
         if "envelope" in record:  # exactly one of the two shapes (issue 14 item 9)
@@ -208,8 +215,19 @@ def validate(
                 "(a host command), never both: send them as two records",
                 {"rule": "record-shape"},
             )
-            return _reject(both, source, now, policy, run_id, correlation_id)
+            return _reject(both, source, now, policy, run_id, correlation_id, lineage)
         if run_id is not None:
+            if not sealed_by(policy.command_key, source.value or b"", source.headers):
+                forged = Violation(
+                    "forbidden",
+                    "command-gateway",
+                    "/command",
+                    "a host command is accepted only from an a2ui-stream HTTP gateway of this "
+                    f"deployment (the {SEAL_HEADER} header, sealed with A2UI_STREAM_GATEWAY_KEY): "
+                    "use the HTTP API; if a worker sent it, give every worker the same key",
+                    {"rule": "command-gateway"},
+                )
+                return _reject(forged, source, now, policy, run_id, None, lineage)
             return _command(record, state, source, now, policy, run_id, fetched)
     if state is not None and state.lifecycle.status in TERMINAL_STATUSES:
         # §13: an envelope for a run that ended is refused (run_terminal), recording nothing.
@@ -220,12 +238,12 @@ def validate(
             f"run {run_id!r} is {state.lifecycle.status}: it takes no more envelopes",
             {"runStatus": state.lifecycle.status},
         )
-        return _reject(ended, source, now, policy, run_id, correlation_id)
+        return _reject(ended, source, now, policy, run_id, correlation_id, lineage)
     outcome = decide(intake.record, state, policy, rules, now=now)
     if isinstance(outcome, Admitted):
         encoded = encode_event(outcome)
         if isinstance(encoded, Refused):  # e.g. nested deeper than orjson encodes
-            return _reject(encoded.violation, source, now, policy, run_id, correlation_id)
+            return _reject(encoded.violation, source, now, policy, run_id, correlation_id, lineage)
         event = outcome.event
         return Append(
             event["runId"],
@@ -238,7 +256,7 @@ def validate(
     if isinstance(outcome, Deduplicated):
         assert run_id is not None
         return Duplicate(run_id, outcome.correlation_id, outcome.sequence)
-    return _reject(outcome.violation, source, now, policy, run_id, correlation_id)
+    return _reject(outcome.violation, source, now, policy, run_id, correlation_id, lineage)
 
 
 def _command(
@@ -251,15 +269,16 @@ def _command(
     fetched: Callable[[ForkSource], Any],
 ) -> AppendMany | Reject:
     current = state if state is not None else RunState.initial(run_id)
-    secrets = prepare(policy.secrets_for(run_id))
+    lineage = current.lifecycle.lineage
+    secrets = prepare(policy.secrets_for(run_id, lineage))
     in_id = secret_identifier(record, secrets)
     if in_id is not None:
-        return _reject(in_id, source, now, policy, run_id, None)
+        return _reject(in_id, source, now, policy, run_id, None, lineage)
     decided = decide_command(
         record, current, fetched, now=now, event_id_for=event_id_for, secrets=secrets
     )
     if isinstance(decided, Violation):
-        return _reject(decided, source, now, policy, run_id, None)
+        return _reject(decided, source, now, policy, run_id, None, lineage)
     records = []
     resumes = []
     for event in decided:
@@ -269,7 +288,7 @@ def _command(
             problem = Violation(
                 "record_unrecordable", "encode", "/command", f"cannot encode: {exc}"
             )
-            return _reject(problem, source, now, policy, run_id, None)
+            return _reject(problem, source, now, policy, run_id, None, lineage)
         current = apply(current, event)
         records.append((event["sequence"], log_key(run_id, event["sequence"]), value))
         resumed = resume_of(event)

@@ -88,7 +88,8 @@ def oracle(
     states: dict[str, RunState] = {}
     out = Oracle({}, defaultdict(list))
     for rec in sorted(records, key=lambda r: (r.partition, r.offset)):
-        source = SourceRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.value)
+        headers = tuple(getattr(rec, "headers", None) or ())
+        source = SourceRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.value, headers)
         decided = validate(
             source,
             states.get,

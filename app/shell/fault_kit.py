@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import random
 import re
@@ -114,6 +115,9 @@ class WorkerProcess:
             "A2UI_STREAM_WEB_PORT": str(self.web_port),
             "A2UI_STREAM_DATA_DIR": str(self.tmp / f"data-{self.worker_id}"),
             "A2UI_STREAM_LOG_LEVEL": "info",
+            # one deployment: every worker of the fleet verifies the others' host commands
+            "A2UI_STREAM_GATEWAY_KEY": os.environ.get("A2UI_STREAM_GATEWAY_KEY")
+            or hashlib.sha256(s.app_id.encode()).hexdigest(),
             **self.extra_env,
         }
 

@@ -30,6 +30,8 @@ from app.core.discovery import DiscoveryConfig
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.topic_plan import TopicSpec
+from app.shell import log_safety
+from app.shell.gateway_key import gateway_key
 from app.shell.http_api import HttpApi, request_guard
 from app.shell.http_gateway import AdmissionGateway
 from app.shell.http_streams import DeltaMemo, RunStreams
@@ -51,12 +53,14 @@ BODY_ROOM = 64 * 1024
 
 
 def policy_from(settings: Settings) -> HostPolicy:
-    """The host policy the settings describe (floor and strictness are configuration)."""
+    """The host policy the settings describe (floor and strictness are configuration; host
+    commands are verified with the deployment's gateway key, app.shell.gateway_key)."""
     return HostPolicy(
         secrets=load_secrets(settings.secrets_file),
         schema_versions={"ui.a2ui-surface": settings.floor},
         strictness=settings.strictness,  # type: ignore[arg-type]
         limits=settings.limits,
+        command_key=gateway_key(settings),
     )
 
 
@@ -111,6 +115,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     ``OperatorError`` for settings that would expose the API (``check_exposure``)."""
     check_exposure(settings)
     _quiet_payload_loggers()
+    log_safety.install()  # a producer's bytes in a log argument cannot start a line of its own
     group_timeouts: dict[str, Any] = (
         # Joins in ~5 s instead of ~30 s (../shared/spec/kafka.md); laptops and tests only.
         {
@@ -168,6 +173,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     stream_topics = StreamTopics(specs, topics)
     metrics = Metrics()
     rules = PayloadRules.from_documents(load_schema_documents())
+    policy = policy_from(settings)
     validator = ValidatorLoop(
         ValidatorConfig(
             bootstrap=bootstrap,
@@ -182,7 +188,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             max_record_bytes=settings.max_record_bytes,
             fast_groups=settings.fast_groups,
         ),
-        policy_from(settings),
+        policy,
         rules,
         metrics,
     )
@@ -198,7 +204,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             group_id=f"{settings.app_id}-projector",
             fast_groups=settings.fast_groups,
         ),
-        policy_from(settings),
+        policy,
     )
 
     if "validator" in settings.roles:
@@ -209,7 +215,11 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
 
     index = RunIndex(bootstrap, specs["log"].name, specs["deadletter"].name)
     gateway = AdmissionGateway(
-        bootstrap, specs["admission"].name, specs["admission"].partitions, index
+        bootstrap,
+        specs["admission"].name,
+        specs["admission"].partitions,
+        index,
+        command_key=policy.command_key,
     )
     streams = RunStreams(index, DeltaMemo(rules), settings.sse_keepalive_seconds)
     HttpApi(

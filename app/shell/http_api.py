@@ -58,6 +58,7 @@ from app.core.http_admission import (
 from app.core.http_errors import HttpError, error
 from app.core.http_guard import RequestHead, check_request
 from app.core.refusal import Violation
+from app.core.run_lifecycle import lineage_of
 from app.core.stream_modes import (
     parse_last_event_id,
     parse_poll_query,
@@ -377,7 +378,9 @@ class HttpApi:
 
     async def _admit(self, request: AdmissionRequest) -> Published | web.Response:
         try:
-            published = await self.gateway.admit(request.run_id, request.record, self.wait_seconds)
+            published = await self.gateway.admit(
+                request.run_id, request.record, self.wait_seconds, sealed=request.command
+            )
         except Exception as exc:  # the broker refused the publish: say so, not 500 blindly
             log.warning("http: publish failed (%s)", type(exc).__name__)
             return _error(
@@ -504,7 +507,12 @@ class HttpApi:
         source = await self._lookup(run_id)
         if source is None:
             return self._not_found(run_id)
-        point = ForkPoint(source.last_sequence, [(e.partition, e.offset) for e in source.events])
+        markers = [e.event["payload"] for e in source.events if e.type == "run.forked"]
+        point = ForkPoint(
+            source.last_sequence,
+            [(e.partition, e.offset) for e in source.events],
+            lineage_of(markers[-1]) if markers else (),
+        )
         tenant, slash, _ = run_id.partition("/")
         child = f"{tenant}/{uuid.uuid4().hex}" if slash else f"fork-{uuid.uuid4().hex}"
         built = fork_request(run_id, child, body, point, max_record_bytes=self.max_record_bytes)

@@ -8,8 +8,10 @@ the published record's ``partition:offset`` (app.shell.run_index).
 
 The record arrives as bytes (app.core.http_admission built them around the client's own bytes
 where it could): this module never re-encodes what it publishes. ``admit`` is the one publish
-path; headers a caller needs on the record (e.g. a credential the validator checks) go through
-its ``headers`` argument.
+path. A host command (``sealed=True``: run create and cancel, interrupt resolve, an action, a
+fork) is sealed with the deployment's gateway key (app.core.command_seal, the ``a2ui-gateway``
+header): the validator decides no command without it, so only this gateway, after the HTTP
+API authenticated the caller and checked the action, can say what a person did.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
+from app.core.command_seal import HEADER, seal
 from app.core.keys import partition_for_run
 from app.shell.run_index import Outcome, RunIndex
 
@@ -35,12 +38,18 @@ class Published:
 
 class AdmissionGateway:
     def __init__(
-        self, bootstrap: str, admission_topic: str, partitions: int, index: RunIndex
+        self,
+        bootstrap: str,
+        admission_topic: str,
+        partitions: int,
+        index: RunIndex,
+        command_key: bytes | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.admission_topic = admission_topic
         self.partitions = partitions
         self.index = index
+        self._command_key = command_key
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self) -> None:
@@ -62,10 +71,16 @@ class AdmissionGateway:
         record: bytes,
         wait_seconds: float,
         headers: Sequence[tuple[str, bytes]] | None = None,
+        *,
+        sealed: bool = False,
     ) -> Published:
         """Publish the admission record ``record`` (its bytes, as they go on the topic) for
-        ``run_id`` with ``headers``, and wait for its outcome."""
+        ``run_id`` with ``headers`` (and the gateway's seal when ``sealed``: a host command),
+        and wait for its outcome."""
         assert self._producer is not None, "gateway not started"
+        if sealed:
+            assert self._command_key is not None, "a gateway without a key seals no command"
+            headers = [*(headers or ()), (HEADER, seal(self._command_key, record))]
         partition = partition_for_run(run_id, self.partitions)
         metadata = await self._producer.send_and_wait(
             self.admission_topic,

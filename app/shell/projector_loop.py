@@ -42,7 +42,8 @@ from aiokafka.abc import ConsumerRebalanceListener
 
 from app.core import frames
 from app.core.policy import HostPolicy
-from app.core.redaction import prepare
+from app.core.redaction import Secrets, prepare
+from app.core.run_lifecycle import lineage_of
 from app.core.subscriber import DRIFT
 from app.core.subscriptions import Registry, register, subscribers_for
 from app.core.surfaces import Projection, SurfaceKey, project
@@ -98,6 +99,7 @@ class ProjectorLoop:
         self.projection = Projection()
         self.owned: set[int] = set()
         self.partitions_of_runs: dict[str, int] = {}
+        self.lineages: dict[str, tuple[str, ...]] = {}  # fork -> its ancestors (run.forked)
         self.registry: Registry = {}
         self.cursors: dict[tuple[str, SurfaceKey], frames.SubscriberCursor] = {}
         self.topics_ready: set[str] = set()
@@ -216,6 +218,8 @@ class ProjectorLoop:
                     continue
                 event = orjson.loads(record.value)
                 self.partitions_of_runs[event["runId"]] = tp.partition
+                if event.get("type") == "run.forked":  # a fork frames with its ancestors' secrets
+                    self.lineages[event["runId"]] = lineage_of(event["payload"])
                 self.projection, changes = project(self.projection, event)
                 for change in changes:
                     futures.extend(await self._fan_out(change))
@@ -230,6 +234,10 @@ class ProjectorLoop:
         if offsets:
             await self.consumer.commit(offsets)
 
+    def _secrets(self, run_id: str) -> Secrets:
+        """SR-1 for a run's frames: its secrets and those of the runs it was forked from."""
+        return prepare(self.policy.secrets_for(run_id, self.lineages.get(run_id, ())))
+
     async def _fan_out(self, change: Any) -> list[asyncio.Future[Any]]:
         run_id = change.key.run_id
         subs = subscribers_for(self.registry, run_id)
@@ -242,7 +250,7 @@ class ProjectorLoop:
             )
             for s in subs
         ]
-        secrets = prepare(self.policy.secrets_for(run_id))
+        secrets = self._secrets(run_id)
         planned = frames.plan(change, pairs, secrets=secrets)
         for warning in planned.warnings:
             log.warning(
@@ -303,7 +311,7 @@ class ProjectorLoop:
         futures = []
         target = frames.Subscription(sub.subscriber_id, sub.delta, sub.full_every)
         for run_id, surfaces in by_run.items():
-            secrets = prepare(self.policy.secrets_for(run_id))
+            secrets = self._secrets(run_id)
             for send, cursor in frames.catch_up(surfaces, target, secrets=secrets):
                 key = SurfaceKey(run_id, cursor_surface(send))
                 self.cursors[(sub.subscriber_id, key)] = cursor
@@ -436,7 +444,7 @@ class ProjectorLoop:
             surface,
             frames.Subscription(sid, sub.delta, sub.full_every),
             self.cursors.get((sid, key)),
-            secrets=prepare(self.policy.secrets_for(run_id)),
+            secrets=self._secrets(run_id),
         )
         self.cursors[(sid, key)] = cursor
         self.answered_resyncs.add(source)

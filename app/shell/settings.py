@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.core.command_seal import MIN_KEY_BYTES
 from app.core.http_guard import is_loopback_bind
 from app.core.limits import DEPTH_CEILING, DEPTH_FLOOR, Limits
 from app.shell.errors import OperatorError
@@ -119,6 +120,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "Seconds a client has to send a request's line and headers (from connecting, or from the previous response on a kept-alive connection; also how long an idle connection stays open) and, again, its body. A slower connection is closed; a slow body is answered 408.",
     ),
     (
+        "A2UI_STREAM_GATEWAY_KEY",
+        "",
+        "The key (32+ characters) the HTTP gateway seals host commands with (run create and cancel, interrupt resolve, actions, fork) and the validator verifies: a command record without a valid seal is refused (forbidden, rule command-gateway), so a producer that may write the admission topic cannot approve a gate or forge a click. Unset: a key kept in A2UI_STREAM_DATA_DIR/gateway.key (made once). Every worker of a deployment needs the same key. Never logged.",
+    ),
+    (
         "A2UI_STREAM_SEAMS",
         "0",
         "1: serve the conformance seams (POST /v1/host/sample/a2ui/emit-surface, POST /conformance/seams/sample/a2ui/emit-surface) and advertise them. Test hosts only.",
@@ -166,7 +172,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "A2UI_STREAM_MAX_CHILDREN_DEPTH",
         "0",
-        "0: no component walk (the default, for throughput). 3 to 32768 (e.g. 64): refuse a children/child chain longer than this within one envelope (record_limit_exceeded, rule children-depth) and any cycle (envelope_invalid, rule children-cycle), and bound Button context arrays by the depth and string limits.",
+        "0: no chain-depth walk (the default, for throughput). 3 to 32768 (e.g. 64): refuse a children/child chain longer than this within one envelope (record_limit_exceeded, rule children-depth), and bound Button context arrays by the depth and string limits. Cycles (envelope_invalid, rule children-cycle) are refused whatever this says, also when a later envelope closes them.",
     ),
 )
 _DEFAULTS = {name: default for name, default, _ in VARIABLES}
@@ -227,6 +233,7 @@ class Settings:
     sse_keepalive_seconds: int = 15
     secrets_file: str = ""
     limits: Limits = Limits()
+    gateway_key: str = field(default="", repr=False)
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -287,9 +294,21 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         sse_keepalive_seconds=_int(env, "A2UI_STREAM_SSE_KEEPALIVE_SECONDS", 1, 30),
         secrets_file=env.get("A2UI_STREAM_SECRETS_FILE", "").strip(),
         limits=_limits(env),
+        gateway_key=_gateway_key(env),
     )
     check_exposure(settings)
     return settings
+
+
+def _gateway_key(env: Mapping[str, str]) -> str:
+    key = env.get("A2UI_STREAM_GATEWAY_KEY", "").strip()
+    if key and len(key) < MIN_KEY_BYTES:
+        raise OperatorError(
+            f"A2UI_STREAM_GATEWAY_KEY is {len(key)} characters; use at least {MIN_KEY_BYTES} "
+            "(e.g. `python3 -c 'import secrets; print(secrets.token_hex(32))'`), the same on "
+            "every worker"
+        )
+    return key
 
 
 def check_exposure(settings: Settings) -> None:

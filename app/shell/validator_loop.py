@@ -482,7 +482,12 @@ class ValidatorLoop:
                     continue
                 nxt = record.offset + 1
                 source = SourceRecord(
-                    tp.topic, tp.partition, record.offset, record.key, record.value
+                    tp.topic,
+                    tp.partition,
+                    record.offset,
+                    record.key,
+                    record.value,
+                    tuple(record.headers or ()),
                 )
                 out = validate(
                     source,

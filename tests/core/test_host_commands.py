@@ -4,6 +4,7 @@ HTTP-side action check (issue 7; openwop-a2ui.md §7, §9). Everything goes thro
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -11,6 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from app.core.actions import check_action
+from app.core.command_seal import HEADER, seal
 from app.core.fold import apply
 from app.core.host_commands import ForkSource
 from app.core.keys import partition_for_run
@@ -39,24 +41,32 @@ COMMAND = Draft202012Validator(DOCS["host-command"])
 RESUME = Draft202012Validator(DOCS["resume"])
 
 
+GATEWAY_KEY = b"test-gateway-key-of-at-least-32-bytes!"
+
+
 class Run:
     """One run driven through ``validate`` as the validator loop would, keeping its log."""
 
     def __init__(self, run_id: str = "t/run-1", policy: HostPolicy | None = None) -> None:
         self.run_id = run_id
-        self.policy = policy or HostPolicy(secrets={run_id: (("key", SECRET),)})
+        self.policy = replace(
+            policy or HostPolicy(secrets={run_id: (("key", SECRET),)}), command_key=GATEWAY_KEY
+        )
         self.state: RunState | None = None
         self.log: list[dict[str, Any]] = []
         self.offset = 0
 
     def send(self, record: dict[str, Any], fetched: Any = None) -> Any:
+        """Decide ``record``; a command is sealed as the HTTP gateway seals it."""
         self.offset += 1
+        value = orjson.dumps(record)
         source = SourceRecord(
             "a2ui.admission",
             partition_for_run(record["runId"], PARTITIONS),
             self.offset,
             record["runId"].encode(),
-            orjson.dumps(record),
+            value,
+            ((HEADER, seal(GATEWAY_KEY, value)),) if "command" in record else (),
         )
         out = validate(
             source,
@@ -390,5 +400,145 @@ def test_fork_copies_the_prefix_as_recorded_and_refuses_a_forged_source() -> Non
     assert missing["code"] == "fork_point_invalid"
 
 
+def _fork_of(source: Run, child: Run, lineage: list[str] | None = None) -> None:
+    fork: dict[str, Any] = {
+        "type": "run.fork",
+        "sourceRunId": source.run_id,
+        "fromSeq": 1,
+        "mode": "branch",
+        "source": {"partition": 0, "firstOffset": 5, "lastOffset": 5},
+    }
+    if lineage is not None:
+        fork["sourceLineage"] = lineage
+    record = {"runId": child.run_id, "command": fork}
+    assert COMMAND.is_valid(record)
+    assert isinstance(child.send(record, fetched=lambda s: source.log[: s.from_seq]), AppendMany)
+
+
+def test_a_fork_inherits_the_secrets_of_every_run_it_descends_from() -> None:
+    """Item 6b: a branch recorded its parent's run-scoped secrets raw."""
+    parent_secret, grand_secret = "sk_parent_0123456789", "sk_grand_0123456789"
+    policy = HostPolicy(
+        secrets={"t/grand": (("g", grand_secret),), "t/parent": (("p", parent_secret),)}
+    )
+    grand = Run("t/grand", policy)
+    grand.emit(envelope(v2("s", create_msg("s"), components_msg("s"))))
+    parent = Run("t/parent", policy)
+    _fork_of(grand, parent)
+    assert parent.state is not None and parent.state.lifecycle.lineage == ("t/grand",)
+    child = Run("t/child", policy)
+    _fork_of(parent, child, lineage=["t/grand"])  # the gateway names the source's ancestors
+    assert child.state is not None
+    assert child.state.lifecycle.lineage == ("t/parent", "t/grand")
+    assert child.log[-1]["payload"]["lineage"] == ["t/parent", "t/grand"]
+    # the child's state, rebuilt from its log, knows the lineage too
+    rebuilt = RunState.initial(child.run_id)
+    for event in child.log:
+        rebuilt = apply(rebuilt, event)
+    assert rebuilt == child.state
+    update = envelope(v2("s", data_msg("s", value={"a": parent_secret, "b": grand_secret})))
+    assert isinstance(child.emit(update), Append)
+    recorded = orjson.dumps(child.log[-1]).decode()
+    assert parent_secret not in recorded and grand_secret not in recorded
+    assert "[REDACTED:p]" in recorded and "[REDACTED:g]" in recorded
+    # and a refusal of the child's is scrubbed with them (its dead letter)
+    bad = envelope(v2("s", create_msg("s")))  # the surface is live: a fold refusal
+    bad["payload"]["reasoning"] = parent_secret
+    assert parent_secret not in letter(child.emit(bad))["original"]["base64"]
+    refused = child.emit(bad)
+    assert isinstance(refused, Reject) and parent_secret.encode() not in refused.value
+
+
+def test_a_fork_refuses_a_malformed_source_lineage() -> None:
+    source = _surface_run(envelope(v2("s", data_msg("s"))))
+    child = Run("t/child-2")
+    fork = {
+        "type": "run.fork",
+        "sourceRunId": source.run_id,
+        "fromSeq": 1,
+        "mode": "branch",
+        "source": {"partition": 0, "firstOffset": 5, "lastOffset": 5},
+        "sourceLineage": ["t/ok", "not a run id"],
+    }
+    out = child.send({"runId": child.run_id, "command": fork}, fetched=lambda s: source.log[:1])
+    assert letter(out)["path"] == "/command/sourceLineage"
+
+
 def test_fork_source_is_hashable_for_the_shells_prefetch() -> None:
     assert {ForkSource("r", 1, 0, 2, 3): 1}[ForkSource("r", 1, 0, 2, 3)] == 1
+
+
+# --- who may issue a host command (issue 14 item 5) ---------------------------------------------
+
+
+def _forged(run: Run, value: bytes, headers: tuple[tuple[str, bytes], ...]) -> dict[str, Any]:
+    run.offset += 1
+    source = SourceRecord(
+        "a2ui.admission",
+        partition_for_run(run.run_id, PARTITIONS),
+        run.offset,
+        run.run_id.encode(),
+        value,
+        headers,
+    )
+    out = validate(
+        source, lambda _r: run.state, run.policy, rules(), now=NOW, partitions=PARTITIONS
+    )
+    return letter(out)
+
+
+def test_only_a_sealed_command_resolves_an_interrupt() -> None:
+    """A producer that may publish envelopes (so it may write the admission topic) cannot
+    approve a gate: without the gateway's seal, with another key's, or with the seal of other
+    bytes, the resolve is refused as forbidden and the interrupt stays pending."""
+    run = approval_run()
+    resolve = {
+        "runId": run.run_id,
+        "command": {
+            "type": "interrupt.resolve",
+            "nodeId": "gate",
+            "resumeValue": {"action": "accept"},
+            "expectedSequence": run.last,
+        },
+    }
+    value = orjson.dumps(resolve)
+    other = orjson.dumps({**resolve, "runId": "t/other-run"})
+    for headers in (
+        (),
+        ((HEADER, b""),),
+        ((HEADER, seal(b"not-the-deployment-key-but-32-bytes!", value)),),
+        ((HEADER, seal(GATEWAY_KEY, other)),),  # a seal of another run's command
+        ((HEADER, seal(GATEWAY_KEY, value)), (HEADER, seal(GATEWAY_KEY, value))),
+        (("other-header", seal(GATEWAY_KEY, value)),),
+    ):
+        refused = _forged(run, value, headers)
+        assert (refused["code"], refused["rule"]) == ("forbidden", "command-gateway"), headers
+        assert run.state is not None and run.state.lifecycle.interrupt("gate") == ("pending", 1)
+    # an action, too
+    action = orjson.dumps(
+        {
+            "runId": run.run_id,
+            "command": {
+                "type": "action.submit",
+                "surfaceId": "s",
+                "sourceComponentId": "submit",
+                "name": "resume",
+                "context": {"anything": "at all"},
+                "expectedSequence": run.last,
+            },
+        }
+    )
+    assert _forged(run, action, ())["rule"] == "command-gateway"
+    # the same record sealed by the gateway is decided
+    assert isinstance(run.send(resolve), AppendMany)
+    assert run.state is not None and run.state.lifecycle.interrupt("gate")[0] == "resolved"
+
+
+def test_a_policy_without_a_gateway_key_accepts_no_command_and_prints_no_secret() -> None:
+    run = Run(policy=HostPolicy(secrets={"t/run-1": (("key", SECRET),)}))
+    run.policy = replace(run.policy, command_key=None)
+    value = orjson.dumps({"runId": run.run_id, "command": {"type": "run.cancel"}})
+    refused = _forged(run, value, ((HEADER, seal(GATEWAY_KEY, value)),))
+    assert refused["rule"] == "command-gateway"
+    shown = repr(replace(run.policy, command_key=GATEWAY_KEY))
+    assert SECRET not in shown and GATEWAY_KEY.decode() not in shown

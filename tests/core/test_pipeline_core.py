@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from dataclasses import replace
 
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.core.command_seal import seal
 from app.core.dead_letter import dead_letter, redact_bytes
 from app.core.intake import Intake, read_admission
 from app.core.keys import partition_for_run
@@ -276,12 +278,14 @@ def test_a_run_id_holding_a_secret_never_reaches_a_dead_letter() -> None:
     """Item 6a: the runId is refused as an identifier, and the letter's key and runId are
     redacted (the letter still goes to the record's partition)."""
     run = f"tenant-a/run-{SECRET}"
-    policy = HostPolicy(secrets={run: (("k", SECRET),)})
+    key = b"k" * 32
+    policy = HostPolicy(secrets={run: (("k", SECRET),)}, command_key=key)
     for value in (
         _record(run, "c-1", [CREATE]),
         orjson.dumps({"runId": run, "command": {"type": "run.create", "workflowId": "w"}}),
     ):
-        out = validate(_source(run, value), lambda _r: None, policy, RULES, now=NOW, partitions=N)
+        source = replace(_source(run, value), headers=(("a2ui-gateway", seal(key, value)),))
+        out = validate(source, lambda _r: None, policy, RULES, now=NOW, partitions=N)
         letter = _letter(out)
         assert (letter["code"], letter["rule"], letter["path"]) == (
             "envelope_invalid",

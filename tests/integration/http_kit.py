@@ -4,6 +4,7 @@ TCP proxy that drops a connection mid-stream, and the conformance suite's envelo
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import json
@@ -346,3 +347,35 @@ def contains_subtree(haystack: Any, needle: Any) -> bool:
         return False
 
     return walk(haystack)
+
+
+async def publish_raw(
+    http: Http, bootstrap: str, record: dict[str, Any], partitions: int = 3
+) -> dict[str, Any] | None:
+    """Publish ``record`` on the admission topic as any producer could (no gateway seal) and
+    return its dead letter (None when the validator wrote none within about 20 s)."""
+    from aiokafka import AIOKafkaProducer
+
+    from app.core.keys import partition_for_run
+    from app.shell.kafka_io import read_topic
+
+    topics = http.get("/health").body["topics"]
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        meta = await producer.send_and_wait(
+            topics["admission"],
+            json.dumps(record).encode(),
+            key=record["runId"].encode(),
+            partition=partition_for_run(record["runId"], partitions),
+        )
+    finally:
+        await producer.stop()
+    for _ in range(100):
+        for letter in await read_topic(bootstrap, topics["deadletter"]):
+            value: dict[str, Any] = json.loads(letter.value)
+            source = value["source"]
+            if source["offset"] == meta.offset and source["partition"] == meta.partition:
+                return value
+        await asyncio.sleep(0.2)
+    return None

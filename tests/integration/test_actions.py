@@ -23,6 +23,7 @@ from tests.integration.http_kit import (
     components_msg,
     create_msg,
     delete_msg,
+    publish_raw,
     runs_path,
     v2,
     wait_http,
@@ -230,3 +231,48 @@ def test_refused_actions_get_a_code_and_record_nothing(
     refused = host.http.post(runs_path(run, "/actions"), action)
     assert (refused.status, refused.body["error"]) == (status, code), refused.body
     assert host.http.get(runs_path(run)).body["lastSequence"] == before
+
+
+def test_a_producer_cannot_approve_a_gate_or_forge_a_click(host: Host) -> None:
+    """Issue 14 item 5: anyone who may publish envelopes may write the admission topic. A
+    command record published there by hand (no gateway seal) is refused and records nothing;
+    the same approval through the HTTP gateway is decided."""
+    b = Builder()
+    run = host.create_approval_run()
+    sid = b.sid("forge")
+    assert host.emit(run, _gate_surface(b, sid, create=True))[0] == 201
+    last = max(e["sequence"] for e in _events(host, run))
+    resolve = {
+        "runId": run,
+        "command": {
+            "type": "interrupt.resolve",
+            "nodeId": "gate",
+            "resumeValue": {"action": "accept"},
+            "expectedSequence": last,
+        },
+    }
+    click = {
+        "runId": run,
+        "command": {
+            "type": "action.submit",
+            "surfaceId": sid,
+            "sourceComponentId": "submit",
+            "name": "resume",
+            "context": {"injected": "by a producer"},
+            "expectedSequence": last,
+        },
+    }
+    for forged in (resolve, click):
+        letter = asyncio.run(publish_raw(host.http, host.broker.bootstrap, forged))
+        assert letter is not None, forged["command"]["type"]
+        assert (letter["code"], letter["rule"]) == ("forbidden", "command-gateway")
+    assert host.status(run) == "waiting-approval"
+    types = [e["type"] for e in _events(host, run)]
+    assert "interrupt.resolved" not in types and "action.accepted" not in types
+    resolved = host.http.post(runs_path(run, "/interrupts/gate"), {"resumeValue": {"ok": 1}})
+    assert resolved.status == 200, resolved.body
+    assert host.status(run) == "running"
+
+
+def _events(host: Host, run: str) -> list[dict]:
+    return list(host.http.get(runs_path(run, "/events/poll?timeout=1")).body["events"])

@@ -36,6 +36,7 @@ from tests.integration.http_kit import (
     delete_msg,
     non_loopback_address,
     parse_sse,
+    publish_raw,
     read_sse,
     runs_path,
     send_raw,
@@ -253,7 +254,7 @@ def test_16f_fork_refusals(floor2: list[Http]) -> None:
     assert http.post(runs_path("conf/absent", ":fork"), {"mode": "replay"}).status == 404
 
 
-def test_a_forged_fork_command_cannot_inject_events(floor2: list[Http]) -> None:
+def test_a_forged_fork_command_cannot_inject_events(floor2: list[Http], broker: Broker) -> None:
     """A producer that writes a run.fork command by hand names log offsets; the validator reads
     the events from the log itself, so offsets that do not hold the source run are refused."""
     http, b, run = floor2[0], Builder(), _run()
@@ -270,53 +271,11 @@ def test_a_forged_fork_command_cannot_inject_events(floor2: list[Http]) -> None:
     }
     status, body = _emit(http, forged["runId"], {})  # establishes nothing: shape refused
     assert status == 422 or status == 400
-    reply = asyncio.run(_publish_raw(http, forged))
-    assert reply is not None and reply["code"] == "fork_point_invalid"
+    # A producer's command carries no gateway seal: refused before its offsets are read (the
+    # offsets are checked too: tests/core/test_host_commands.py, a forged source).
+    reply = asyncio.run(publish_raw(http, broker.bootstrap, forged))
+    assert reply is not None and (reply["code"], reply["rule"]) == ("forbidden", "command-gateway")
     assert http.get(runs_path(forged["runId"])).status == 404
-
-
-async def _publish_raw(http: Http, record: dict) -> dict | None:
-    """Publish a record on the admission topic like any producer and read its dead letter."""
-    from aiokafka import AIOKafkaProducer
-
-    from app.core.keys import partition_for_run
-    from app.shell.kafka_io import read_topic
-
-    health = http.get("/health").body
-    bootstrap = _bootstrap_of(http)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        meta = await producer.send_and_wait(
-            health["topics"]["admission"],
-            json.dumps(record).encode(),
-            key=record["runId"].encode(),
-            partition=partition_for_run(record["runId"], 3),
-        )
-    finally:
-        await producer.stop()
-    for _ in range(100):
-        for letter in await read_topic(bootstrap, health["topics"]["deadletter"]):
-            value = json.loads(letter.value)
-            if (
-                value["source"]["offset"] == meta.offset
-                and value["source"]["partition"] == meta.partition
-            ):
-                return value
-        await asyncio.sleep(0.2)
-    return None
-
-
-_BOOTSTRAP: dict[str, str] = {}
-
-
-def _bootstrap_of(http: Http) -> str:
-    return _BOOTSTRAP["value"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _remember_bootstrap(broker: Broker) -> None:
-    _BOOTSTRAP["value"] = broker.bootstrap
 
 
 # -- streams ----------------------------------------------------------------------------
