@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -32,6 +33,9 @@ from tests.integration.test_http import SEAM_V2, _settings
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 SECRET = "sk-live-" + uuid.uuid4().hex
+# A run-scoped registration (issue 14 item 6): only this run and its forks have it.
+RUN_SECRET = "sk-run-" + uuid.uuid4().hex
+SCOPED_RUN = f"sec/scoped-{uuid.uuid4().hex}"
 # What must never reach a subscriber (§15): excluded components, URL/egress fields, code
 # execution and secret input.
 FORBIDDEN_ON_THE_WIRE = (
@@ -96,7 +100,14 @@ def stack(broker: Broker, tmp_path_factory: pytest.TempPathFactory):  # type: ig
     settings = _settings("sec")
     asyncio.run(apply_topics(broker, settings))
     secrets = tmp / "secrets.json"
-    secrets.write_text(json.dumps({"*": [{"secretId": "byok", "value": SECRET}]}))
+    secrets.write_text(
+        json.dumps(
+            {
+                "*": [{"secretId": "byok", "value": SECRET}],
+                SCOPED_RUN: [{"secretId": "run-key", "value": RUN_SECRET}],
+            }
+        )
+    )
     worker = WorkerProcess(
         broker,
         settings,
@@ -259,3 +270,101 @@ def test_nothing_unsafe_or_secret_reaches_any_subscriber_and_taint_sticks(stack)
     assert SECRET not in worker.metrics()
     assert SECRET not in Path(worker.log_path).read_text(errors="replace")
     assert TOKEN not in Path(worker.log_path).read_text(errors="replace")
+
+
+def _scan_clean(broker: Broker, worker: WorkerProcess, http: Http, prefix: str) -> None:
+    """No registered value in any topic the host writes (dead letters' kept originals too),
+    /metrics, the viewer's run list or the worker's log. The admission topic is the producers'
+    input, as they sent it."""
+    names = [
+        t
+        for t in asyncio.run(_topic_names(broker))
+        if t.startswith(prefix) and t != prefix + "admission"
+    ]
+    assert len(names) >= 5  # log, dead letters, resumes, subscriptions, resync, subscribers
+    deadletter = prefix + "deadletter"
+    for name in names:
+        for record in asyncio.run(read_topic(broker.bootstrap, name)):
+            for blob in (record.value or b"", record.key or b""):
+                assert SECRET.encode() not in blob and RUN_SECRET.encode() not in blob, name
+            if name == deadletter:
+                original = base64.b64decode(orjson.loads(record.value)["original"]["base64"])
+                assert SECRET.encode() not in original and RUN_SECRET.encode() not in original
+    for text in (
+        worker.metrics(),
+        http.get("/ui/api/runs").raw.decode(),
+        Path(worker.log_path).read_text(errors="replace"),
+    ):
+        assert SECRET not in text and RUN_SECRET not in text
+
+
+async def _topic_names(broker: Broker) -> list[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    try:
+        return sorted(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
+def test_secrets_never_leak_through_ids_forks_or_unparsed_bytes(stack) -> None:  # type: ignore[no-untyped-def]
+    """Issue 14 items 2 and 6, end to end: (a) a runId or a component id holding a registered
+    secret is refused, never recorded redacted or raw; (b) a fork's envelopes are redacted with
+    its parent's run-scoped secrets; (c) bytes that never parsed are redacted with the secrets
+    of the run their Kafka key names."""
+    broker, settings, worker, http = stack
+    b = Builder()
+    topics = http.get("/health").body["topics"]
+    sid = b.sid("ids")
+    surface = [CREATE, _components(ROOT, TEXT, LABEL, BUTTON)]
+    # (a) identifiers
+    for run, envelope in (
+        (f"sec/{SECRET}", b.envelope(v2(sid, surface))),
+        (SCOPED_RUN + "-x", b.envelope(v2(f"s-{SECRET}", [CREATE]))),
+    ):
+        reply = http.post(SEAM_V2, {"runId": run, "envelope": envelope})
+        assert reply.status == 422, reply.body
+        assert reply.body["details"]["rule"] == "identifier-secret"
+        assert SECRET not in reply.raw.decode()
+    leaf = {**TEXT, "id": f"t{RUN_SECRET}"}
+    root = {**ROOT, "children": [f"t{RUN_SECRET}", "b"]}
+    reply = http.post(
+        SEAM_V2,
+        {"runId": SCOPED_RUN, "envelope": b.envelope(v2(sid, [CREATE, _components(root, leaf)]))},
+    )
+    assert (reply.status, reply.body["details"]["rule"]) == (422, "identifier-secret")
+    # (b) a fork of the run-scoped run
+    assert _emit(http, SCOPED_RUN, b.envelope(v2(sid, surface))) == 201
+    assert _emit(http, SCOPED_RUN, b.envelope(v2(sid, [_components(TEXT)]))) == 201
+    forked = http.post(runs_path(SCOPED_RUN, ":fork"), {"mode": "branch", "fromSeq": 1})
+    assert forked.status == 201, forked.body
+    child = forked.body["runId"]
+    update = v2(sid, [_components({**TEXT, "text": f"the key is {RUN_SECRET}"})])
+    assert _emit(http, child, b.envelope(update)) == 201
+    events = http.get(runs_path(child, "/events/poll?timeout=1")).body["events"]
+    assert "[REDACTED:run-key]" in json.dumps(events)
+    assert events[1]["type"] == "run.forked" and events[1]["payload"]["lineage"] == [SCOPED_RUN]
+    # (c) unparsed bytes keyed by the run-scoped run
+    for raw in (
+        b'{"runId": "' + SCOPED_RUN.encode() + b'", "envelope": {"x": "' + RUN_SECRET.encode(),
+        b'{"note": "' + RUN_SECRET.encode() + b'", "bad": "\xff"}',
+        b"\xff" + RUN_SECRET.encode(),
+        b'{"runId": "' + SCOPED_RUN.encode() + b'", "runId": "' + SCOPED_RUN.encode() + b'", '
+        b'"k": "' + RUN_SECRET.encode() + b'"}',
+    ):
+        asyncio.run(_raw(broker, topics["admission"], SCOPED_RUN, raw))
+
+    # the last of them is decided once the validator wrote four more dead letters for the run
+    async def letters_for_run() -> int:
+        records = await read_topic(broker.bootstrap, topics["deadletter"])
+        return sum(r.key == SCOPED_RUN.encode() for r in records)
+
+    for _ in range(150):
+        if asyncio.run(letters_for_run()) >= 5:  # the component-id refusal, then the four
+            break
+        time.sleep(0.2)
+    assert asyncio.run(letters_for_run()) >= 5
+    assert topics["deadletter"] == settings.topic_prefix + "deadletter"
+    _scan_clean(broker, worker, http, settings.topic_prefix)
