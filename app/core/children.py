@@ -24,12 +24,20 @@ May import: the standard library and app.core.pmap / app.core.refusal (pure).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any, Final
 
 from app.core.pmap import PMap
 from app.core.refusal import Violation
 
-__all__ = ["Graph", "NO_CHILDREN", "fold_children", "locate_component", "touches_graph"]
+__all__ = [
+    "Graph",
+    "NO_CHILDREN",
+    "cycle_refusal",
+    "fold_children",
+    "locate_component",
+    "touches_graph",
+]
 
 # parent component id -> the ids it references (``children``, or ``(child,)``)
 Graph = PMap[str, tuple[str, ...]]
@@ -101,7 +109,7 @@ def _cycle(
                 continue
             seen = state.get(child, 0)
             if seen == 1:
-                return _refuse(path[path.index(child) :], changed, messages, start, end)
+                return cycle_refusal(path[path.index(child) :], changed, messages, start, end)
             if seen == 0:
                 kids = get(child)
                 if kids:
@@ -127,10 +135,11 @@ def locate_component(node: str, messages: list[Any], start: int, end: int) -> tu
     return start, 0, {}  # unreachable for a component this envelope set
 
 
-def _refuse(
-    cycle: list[str], changed: dict[str, tuple[str, ...]], messages: list[Any], start: int, end: int
+def cycle_refusal(
+    cycle: list[str], changed: Container[str], messages: list[Any], start: int, end: int
 ) -> Violation:
-    # name an edge of the cycle that this envelope set: the last changed component on it
+    """The refusal of ``cycle`` (each component's child is the next, the last's the first),
+    at an edge that ``messages[start:end]`` set: the last component on it in ``changed``."""
     # (none only if the log already held a cycle, which an older host may have recorded)
     at = max((i for i, node in enumerate(cycle) if node in changed), default=len(cycle) - 1)
     parent, child = cycle[at], cycle[(at + 1) % len(cycle)]

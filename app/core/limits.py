@@ -23,7 +23,7 @@ resource limit but a malformed value: a cycle (``envelope_invalid``, rule ``chil
 and a malformed pointer (``envelope_invalid``, rule ``data-path``). Paths are RFC 6901 JSON
 Pointers into the admission record.
 
-May import: the standard library and app.core.refusal (pure).
+May import: the standard library, app.core.refusal and app.core.children (pure).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from app.core.children import cycle_refusal, locate_component
 from app.core.refusal import Violation
 
 __all__ = [
@@ -500,51 +501,23 @@ def _check_children(
     return None
 
 
-def _locate(node: str, messages: list[Any], start: int, end: int) -> tuple[int, int, Any]:
-    """(message index, component index, component) of the LAST component ``node`` among
-    ``messages[start:end]`` (the one the fold keeps). Refusal path only."""
-    for index in range(end - 1, start - 1, -1):
-        body = messages[index].get("updateComponents")
-        if not isinstance(body, dict):
-            continue
-        components = body["components"]
-        for position in range(len(components) - 1, -1, -1):
-            if components[position].get("id") == node:
-                return index, position, components[position]
-    return start, 0, {}  # unreachable for a parent of this graph
-
-
 def _where(node: str, messages: list[Any], start: int, end: int) -> str:
-    index, position, _ = _locate(node, messages, start, end)
+    index, position, _ = locate_component(node, messages, start, end)
     return f"{_MESSAGES}/{index}/updateComponents/components/{position}"
 
 
 def _cycle(pending: dict[str, set[Any]], messages: list[Any], start: int, end: int) -> Violation:
     """Name one cycle among ``pending`` (each has a pending child): follow pending children
-    until a component repeats, then the edge that closes the cycle. Refusal path only."""
+    until a component repeats, then list the cycle from it. Refusal path only."""
     node = next(iter(pending))
     seen: set[str] = set()
     while node not in seen:
         seen.add(node)
         node = min(pending[node] & pending.keys())
-    parent, child = node, min(pending[node] & pending.keys())
+    cycle = [node]
+    child = min(pending[node] & pending.keys())
     while child != node:
-        parent, child = child, min(pending[child] & pending.keys())
-    index, position, component = _locate(parent, messages, start, end)
-    path = f"{_MESSAGES}/{index}/updateComponents/components/{position}"
-    if "children" in component:
-        path += f"/children/{list(component['children']).index(child)}"
-    else:
-        path += "/child"
-    if child == parent:
-        what = "is its own child"
-    else:
-        what = f"has child {child[:80]!r}, which is also its ancestor"
-    return Violation(
-        "envelope_invalid",
-        "children-cycle",
-        path,
-        f"component {parent[:80]!r} {what}: the children graph must be a tree (a renderer "
-        "walking a cycle never stops)",
-        {"rule": "children-cycle", "componentId": parent, "childId": child},
-    )
+        cycle.append(child)
+        child = min(pending[child] & pending.keys())
+    # every component of the walk is this envelope's: the refusal names the edge back to `node`
+    return cycle_refusal(cycle, frozenset(cycle), messages, start, end)

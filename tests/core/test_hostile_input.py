@@ -447,7 +447,12 @@ def test_a_component_that_is_its_own_child() -> None:
         f"{MESSAGES}/1/updateComponents/components/0/children/1",
         WALK,
     )
-    assert letter["details"] == {"rule": "children-cycle", "componentId": "root", "childId": "root"}
+    assert letter["details"] == {
+        "rule": "children-cycle",
+        "componentId": "root",
+        "childId": "root",
+        "cycle": ["root"],
+    }
     _refused(
         _tree(
             {"id": "root", "component": "Column", "children": ["b"]},
