@@ -23,6 +23,7 @@ import copy
 import json
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import jsonschema_rs
@@ -379,7 +380,16 @@ def _base(data: st.DataObject) -> tuple[dict[str, Any], HostPolicy]:
         payload = {"code": "boom", "detail": {"surface": copy.deepcopy(POSITIVE)}}
         error = envelope(payload, kind="error", schema_version=None)
         return _fixed(error), HostPolicy(limits=limits)
-    return _fixed(envelope(copy.deepcopy(POSITIVE))), HostPolicy(limits=limits)
+    # SR-1 (issue 14 item 2): now and then a registered secret that is, or is inside, an
+    # identifier or a text of the example, so the identifier refusal and the redacted-record
+    # re-check are fuzzed too; the oracle then also looks for the secret in every output
+    secret = data.draw(st.sampled_from([None, None, None, *SECRETS]))
+    secrets = {RUN: (("fz", secret),)} if secret is not None else {}
+    return _fixed(envelope(copy.deepcopy(POSITIVE))), HostPolicy(limits=limits, secrets=secrets)
+
+
+# strings of the RFC 0209 example: its surfaceId, a component id, a label, a check message
+SECRETS = ("approve-brief", "submit_label", "Product name", "Required", "-brief")
 
 
 def _live_state(policy: HostPolicy) -> RunState:
@@ -389,7 +399,8 @@ def _live_state(policy: HostPolicy) -> RunState:
         first = envelope(copy.deepcopy(V1_SURFACE), schema_version=1)
     else:
         first = envelope(copy.deepcopy(POSITIVE))
-    created = decide(record(first), None, policy, rules(), now=NOW)
+    # (recorded before any secret was registered: the example's own ids may be the secret)
+    created = decide(record(first), None, replace(policy, secrets={}), rules(), now=NOW)
     assert isinstance(created, Admitted)
     return created.state
 
@@ -459,8 +470,11 @@ def _assert_in_profile(event: dict[str, Any]) -> None:
         assert rules().check_v1(payload) is None
 
 
-def _assert_outcome(out: Any) -> str:
+def _assert_outcome(out: Any, policy: HostPolicy | None = None) -> str:
     assert isinstance(out, Append | Reject | Duplicate), out
+    for _sid, value in policy.secrets_for(RUN) if policy is not None else ():
+        if len(value) >= 8 and isinstance(out, Append | Reject):  # §14: never in any output
+            assert value.encode() not in out.value and value.encode() not in (out.key or b"")
     if isinstance(out, Reject):
         letter = orjson.loads(out.value)
         assert letter["code"] in CODES and letter["code"] == out.code
@@ -481,7 +495,7 @@ def test_mutated_envelopes_are_admitted_in_profile_or_refused_with_a_code(
     for mutation in data.draw(st.lists(st.sampled_from(MUTATIONS), min_size=1, max_size=4)):
         mutation(data, rec)
     state = _live_state(policy) if data.draw(st.booleans()) else None
-    event(_assert_outcome(_validate(_encode(rec), policy, state)))
+    event(_assert_outcome(_validate(_encode(rec), policy, state), policy))
 
 
 @FUZZ
@@ -510,4 +524,4 @@ def test_mutated_bytes_are_admitted_in_profile_or_refused_with_a_code(data: st.D
             raw[where:where] = data.draw(
                 st.sampled_from([b"1e400", b"18446744073709551616", b"-0", b"1E2", b"0.1"])
             )
-    event(_assert_outcome(_validate(bytes(raw), policy, None)))
+    event(_assert_outcome(_validate(bytes(raw), policy, None), policy))
