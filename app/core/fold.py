@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
 
-from app.core.children import fold_children, touches_graph
+from app.core.children import NO_CHILDREN, fold_children, touches_graph
 from app.core.pmap import PMap
 from app.core.policy import SURFACE_KIND
 from app.core.refusal import Violation
@@ -266,7 +266,7 @@ def apply_with(
         if surface is NOT_LOOKED_UP:
             surface = surfaces.get(sid)
         if children is NOT_LOOKED_UP:
-            children = EMPTY if surface is None else surface.children
+            children = NO_CHILDREN if surface is None else surface.children
             if touches_graph(kinds):
                 children = fold_children(children, body["messages"], kinds, check=False)[0]
         folded = _fold_surface(surface, kinds, untrusted, node_id, is_partial, rec, children)

@@ -140,25 +140,6 @@ class PMap(Mapping[K, V], Generic[K, V]):
         new._small, new._root, new._len = _assoc(small, self._root, self._len, key, value)
         return new
 
-    def update(self, items: Mapping[K, V]) -> PMap[K, V]:
-        """A new map with every entry of ``items`` set (one dict copy while the result stays
-        small, else one path copy per entry); ``self`` when ``items`` is empty."""
-        if not items:
-            return self
-        small = self._small
-        if small is not None and len(small) + len(items) <= _SMALL:
-            copy = small.copy()
-            copy.update(items)
-            new: PMap[K, V] = PMap()
-            new._small, new._root, new._len = copy, _EMPTY_NODE, len(copy)
-            return new
-        out_small, root, n = small, self._root, self._len
-        for k, v in items.items():
-            out_small, root, n = _assoc(out_small, root, n, k, v)
-        new = PMap()
-        new._small, new._root, new._len = out_small, root, n
-        return new
-
     def __getitem__(self, key: K) -> V:
         v = self.get(key, _MISSING)
         if v is _MISSING:

@@ -25,6 +25,8 @@ May import: the standard library and app.core.pmap.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, Final, Literal, NamedTuple
 
 from app.core.pmap import PMap
@@ -39,6 +41,7 @@ __all__ = [
     "initial_state",
     "FrozenValue",
     "NO_NODES",
+    "NO_GRAPH",
     "Lifecycle",
     "dump",
     "load",
@@ -102,6 +105,7 @@ class Recorded(FrozenValue):
 
 
 NO_NODES: Final[frozenset[str]] = frozenset()  # shared: no node bound yet
+NO_GRAPH: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType({})  # no children graph
 
 
 class SurfaceState(FrozenValue):
@@ -115,7 +119,8 @@ class SurfaceState(FrozenValue):
     - ``partial``: E1: the last envelope that touched the surface was a non-final chunk
       (actions disabled).
     - ``children``: the children graph, parent component id -> child ids, across the
-      surface's envelopes (app.core.children: a cycle closed by a later envelope is refused).
+      surface's envelopes (app.core.children: a cycle closed by a later envelope is refused);
+      a dict that is never changed once built.
     """
 
     __slots__ = ("status", "tainted", "node_ids", "partial", "last", "children")
@@ -135,7 +140,7 @@ class SurfaceState(FrozenValue):
         node_ids: frozenset[str] = NO_NODES,
         partial: bool = False,
         last: Recorded | None = None,
-        children: PMap[str, tuple[str, ...]] = EMPTY,
+        children: Mapping[str, tuple[str, ...]] = NO_GRAPH,
     ) -> None:
         self.status: Final = status
         self.tainted: Final = tainted
@@ -314,7 +319,7 @@ def load(obj: dict[str, Any]) -> RunState:
                 frozenset(s["nodeIds"]),
                 bool(s["partial"]),
                 _unrec(s["last"]),
-                PMap({str(c): tuple(map(str, k)) for c, k in s.get("children", {}).items()}),
+                {str(c): tuple(map(str, k)) for c, k in s.get("children", {}).items()},
             )
             for sid, s in obj["surfaces"].items()
         }

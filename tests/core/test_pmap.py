@@ -75,36 +75,3 @@ def test_pmap_behaves_as_a_dict_and_never_changes_old_versions(
             if Key(name, h) not in model:
                 assert pmap.get(Key(name, h)) is None
         assert pmap == PMap(model)
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    st.lists(
-        st.dictionaries(st.integers(0, 120), st.integers(0, 1000), max_size=70),
-        min_size=1,
-        max_size=6,
-    ),
-    st.data(),
-)
-def test_pmap_update_sets_many_entries_as_set_does(
-    batches: list[dict[int, int]], data: st.DataObject
-) -> None:
-    """``update`` (the children graph's bulk write) equals one ``set`` per entry, below and
-    past the small-map size, and leaves the old version as it was."""
-    hashes: dict[int, int] = {}
-    current: PMap[Any, Any] = PMap()
-    model: dict[Any, Any] = {}
-    for batch in batches:
-        for name in batch:
-            if name not in hashes:
-                hashes[name] = data.draw(HASHES)
-        keyed = {Key(name, hashes[name]): value for name, value in batch.items()}
-        before, before_model = current, dict(model)
-        current = current.update(keyed)
-        model.update(keyed)
-        assert dict(current.items()) == model and len(current) == len(model)
-        assert dict(before.items()) == before_model
-        one_by_one = before
-        for key, value in keyed.items():
-            one_by_one = one_by_one.set(key, value)
-        assert current == one_by_one
