@@ -212,6 +212,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     if "projector" in settings.roles:
         metrics.extra.append(projector.render_metrics)
         app.service(_projector_service(projector))
+    metrics.extra.append(lambda: _state_metrics(validator, projector, settings.roles))
 
     index = RunIndex(bootstrap, specs["log"].name, specs["deadletter"].name)
     gateway = AdmissionGateway(
@@ -313,6 +314,33 @@ def _http_metrics(index: RunIndex, streams: RunStreams) -> list[str]:
         "# TYPE a2ui_http_runs gauge",
         f"a2ui_http_runs {len(index.runs)}",
     ]
+
+
+def _state_metrics(
+    validator: ValidatorLoop, projector: ProjectorLoop, roles: frozenset[str]
+) -> list[str]:
+    """How much state this worker holds (issue 15; read by ``a2ui-stream bench scale``): the
+    validator's run states per admission partition it owns (those restored), and every surface
+    the projector holds. Each is a ``len`` (O(1)): cheap on every scrape."""
+    lines: list[str] = []
+    if "validator" in roles:
+        lines += [
+            "# HELP a2ui_validator_run_states Run states held by this worker's validator, per "
+            "admission partition it owns (restored).",
+            "# TYPE a2ui_validator_run_states gauge",
+        ]
+        lines += [
+            f'a2ui_validator_run_states{{partition="{p}"}} {len(state.runs)}'
+            for p, state in sorted(validator.partitions.items())
+        ]
+    if "projector" in roles:
+        lines += [
+            "# HELP a2ui_projector_surfaces Materialized surfaces held by this worker's "
+            "projector (of partitions it owns or once owned).",
+            "# TYPE a2ui_projector_surfaces gauge",
+            f"a2ui_projector_surfaces {len(projector.projection.surfaces)}",
+        ]
+    return lines
 
 
 def _http_service(index: RunIndex, gateway: AdmissionGateway) -> type[mode.Service]:
