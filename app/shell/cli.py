@@ -32,6 +32,7 @@ _BENCH_MODULES = (
     "app.shell.bench_pipeline",
     "app.shell.bench_projection",
     "app.shell.bench_sse",
+    "app.shell.bench_scale",
 )
 
 _DESCRIPTION = """\

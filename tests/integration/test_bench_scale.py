@@ -1,0 +1,74 @@
+"""``a2ui-stream bench scale`` at CI size against the harness broker: 2,000 envelopes, one
+SIGKILL restart (and the SIGTERM one), two workers, a few reads. Asserts the output's shape
+and that its figures are positive and agree with each other; never a duration."""
+
+from __future__ import annotations
+
+import argparse
+
+import orjson
+import pytest
+
+from app.shell import bench_scale as bench
+from app.shell.bench_output import emit
+from app.shell.broker import Broker
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+
+async def test_bench_scale_at_ci_size(broker: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    bench.register(parser.add_subparsers())
+    args = parser.parse_args(
+        ["scale", "--envelopes", "2000", "--restarts", "1", "--reads", "10", "--read-rounds", "2"]
+    )
+    args.max_rss_mb = 2000
+    result = await bench.measure(args, broker)
+    assert result["benchmark"] == "scale" and list(result["designs"]) == ["today"]
+    d = result["designs"]["today"]
+
+    # phase 1: the curve ends at N, the state the workers report is what was published
+    assert d["stopped"] == "reached --envelopes 2,000" and d["envelopes_published"] == 2000
+    assert [p["envelopes"] for p in d["curve"]] == [1000, 2000]
+    for point in d["curve"]:
+        assert point["rss_mb"] > 0 and point["cpu_us_per_envelope"] > 0
+        assert point["run_index_runs"] == point["live_runs"] > 0
+        assert point["events_recorded"] >= point["live_events"] > 0
+        assert point["validator_run_states"] >= point["live_runs"]
+    assert d["rss_kb_per_envelope"] is not None
+
+    # phase 2: one SIGKILL and one SIGTERM restart, each ready by both signals
+    assert [r["signal"] for r in d["restarts"]] == ["SIGKILL", "SIGTERM"]
+    for restart in d["restarts"]:
+        assert 0 < restart["web_s"] <= restart["ready_s"]
+        assert restart["ready_s"] == max(restart["reads_s"], restart["admission_s"])
+        assert restart["rss_mb_after"] > 0
+
+    # phases 3-4: two workers split the partitions; each still holds every run's events
+    one, two = d["one_worker"], d["two_workers"]
+    assert one["partitions"] == list(range(6)) and one["cpu"]["cpu_us_per_envelope"] > 0
+    a, b = two["workers"]
+    assert sorted(a["partitions"] + b["partitions"]) == list(range(6))
+    assert a["partitions"] and b["partitions"]
+    assert a["run_index_runs"] == b["run_index_runs"] == one["run_index_runs"]
+    assert 0 < a["validator_run_states"] + b["validator_run_states"] <= one["validator_run_states"]
+    assert two["cpu"]["cpu_us_per_envelope"] > 0 and two["join"]["ready_s"] > 0
+    assert two["restart_one"]["ready_s"] > 0
+
+    # phase 5: reads of both kinds, own and other, in both rounds
+    for kind in bench.READ_KINDS:
+        for loc in ("own", "other"):
+            figure = d["reads"][kind][loc]
+            assert figure["requests"] == 2 * 2 * 10  # rounds x workers x reads
+            assert 0 < figure["p50_ms"] <= figure["p99_ms"] and len(figure["rounds"]) == 2
+
+    # the mix did cancel and delete runs, through the product's own paths
+    final = d["final"]
+    assert final["runs_cancelled"] > 0 and final["runs_deleted"] > 0
+    assert all(w["run_index_runs"] == final["live_runs"] for w in final["workers"])
+
+    # both outputs: the table and one JSON object
+    assert emit(result, False, bench.table) == 0
+    assert "restart to ready, SIGKILL" in capsys.readouterr().out
+    assert emit(result, True, bench.table) == 0
+    assert orjson.loads(capsys.readouterr().out)["designs"]["today"]["envelopes_published"] == 2000

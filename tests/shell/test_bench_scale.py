@@ -1,0 +1,255 @@
+"""``a2ui-stream bench scale``: its options, the mix (decided by the real admission core as the
+bench expects), the checkpoints, the metrics it reads, the state gauges it needs, and the
+table. The figures themselves need a broker (tests/integration/test_bench_scale.py) and are
+for people, never asserted."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+
+from app.core.admission import Admitted, Deduplicated, Refused, decide
+from app.core.keys import partition_for_run
+from app.core.payload_rules import PayloadRules
+from app.core.policy import HostPolicy
+from app.core.run_state import RunState
+from app.shell import bench_scale as bench
+from app.shell.faust_app import _state_metrics
+from app.shell.schema_files import load_schema_documents
+
+NOW = "2026-01-01T00:00:00Z"
+
+
+def test_bench_scale_registers_its_options_with_the_issue_defaults() -> None:
+    parser = argparse.ArgumentParser()
+    bench.register(parser.add_subparsers())
+    args = parser.parse_args(["scale"])
+    assert (args.json, args.envelopes, args.minutes, args.max_rss_mb) == (
+        False,
+        1_000_000,
+        10.0,
+        None,
+    )
+    assert (args.restarts, args.reads, args.read_rounds, args.designs) == (3, 200, 3, ["today"])
+    assert args.func is bench.run
+    args = parser.parse_args(["scale", "--json", "--envelopes", "2000", "--designs", "today"])
+    assert (args.json, args.envelopes, args.designs) == (True, 2000, ["today"])
+
+
+def test_an_unknown_design_or_a_too_small_size_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = argparse.ArgumentParser()
+    bench.register(parser.add_subparsers())
+    assert bench.run(parser.parse_args(["scale", "--designs", "nope"])) == 2
+    assert "unknown design nope; known: today" in capsys.readouterr().err
+    assert bench.run(parser.parse_args(["scale", "--envelopes", "10"])) == 2
+    assert "--envelopes >= 1000" in capsys.readouterr().err
+
+
+def test_checkpoints_step_1_2_5_up_to_the_total() -> None:
+    assert bench.checkpoints(1_000_000) == [
+        5_000,
+        10_000,
+        20_000,
+        50_000,
+        100_000,
+        200_000,
+        500_000,
+        1_000_000,
+    ]
+    assert bench.checkpoints(2000) == [1000, 2000]
+    assert bench.checkpoints(1000) == [1000]
+    assert bench.checkpoints(350_000)[-2:] == [200_000, 350_000]
+
+
+def test_every_record_of_the_mix_is_decided_as_the_bench_expects() -> None:
+    """The bench's expected state (events per run, the last sequence of each partition) rests
+    on this: creates and updates are admitted at the sequence it predicts, refusals refused,
+    re-sent records deduplicated."""
+    rules = PayloadRules.from_documents(load_schema_documents())
+    policy = HostPolicy()
+    mix = bench.Mix(bench.MixConfig().for_size(4000), 6, "t0")
+    records, finished = mix.take(4000)
+    states: dict[str, RunState | None] = {}
+    kinds: Counter[str] = Counter()
+    for rec in records:
+        outcome = decide(
+            orjson.loads(rec.value), states.get(rec.run.run_id), policy, rules, now=NOW
+        )
+        kinds[rec.kind] += 1
+        if rec.kind in ("create", "update"):
+            assert isinstance(outcome, Admitted), (rec.kind, outcome)
+            assert outcome.event["sequence"] == rec.sequence
+            states[rec.run.run_id] = outcome.state
+        elif rec.kind == "refused":
+            assert isinstance(outcome, Refused)
+        else:
+            assert isinstance(outcome, Deduplicated)
+    assert kinds["refused"] and kinds["duplicate"] and kinds["create"] > len(states) - 1
+    for run in mix.runs:
+        assert run.partition == partition_for_run(run.run_id, 6)
+        assert run.events == sum(1 for r in records if r.run is run and r.sequence is not None)
+    fates = Counter(run.fate for run in finished)
+    assert fates["cancel"] and fates["delete"] and fates["open"] > fates["cancel"]
+    assert all(run.sent == run.quota for run in finished)
+    # a readiness probe's envelope (POSTed as is) is admitted on the run's next sequence
+    run = next(r for r in mix.active if r.created)
+    record = {"runId": run.run_id, "envelope": mix.envelope(run)}
+    outcome = decide(record, states[run.run_id], policy, rules, now=NOW)
+    assert isinstance(outcome, Admitted) and outcome.event["sequence"] == run.events
+
+
+def test_a_small_size_keeps_few_runs_open_so_that_runs_finish() -> None:
+    assert bench.MixConfig().for_size(1_000_000).active_runs == 400
+    assert bench.MixConfig().for_size(2000).active_runs == 20
+    assert bench.MixConfig().for_size(100).active_runs == 4
+
+
+def test_the_metrics_it_reads() -> None:
+    text = "\n".join(
+        [
+            "# HELP a2ui_admitted_total Admission records recorded.",
+            "a2ui_admitted_total 90",
+            'a2ui_refused_total{code="envelope_invalid"} 3',
+            'a2ui_refused_total{code="validation_error"} 2',
+            "a2ui_deduplicated_total 4",
+            "a2ui_redelivered_skipped_total 1",
+            'a2ui_validator_run_states{partition="0"} 7',
+            'a2ui_validator_run_states{partition="4"} 2',
+            "a2ui_http_runs 12",
+        ]
+    )
+    metrics = bench.parse_metrics(text)
+    assert bench._decided(metrics) == 100
+    assert bench._by_partition(metrics, "a2ui_validator_run_states") == {0: 7.0, 4: 2.0}
+    assert metrics["a2ui_http_runs"] == 12
+
+
+def test_the_state_gauges_count_what_each_loop_holds() -> None:
+    validator = SimpleNamespace(
+        partitions={3: SimpleNamespace(runs={"a": 1, "b": 2}), 1: SimpleNamespace(runs={})}
+    )
+    projector = SimpleNamespace(projection=SimpleNamespace(surfaces={"x": 1, "y": 2, "z": 3}))
+    lines = _state_metrics(validator, projector, frozenset({"validator", "projector"}))  # type: ignore[arg-type]
+    metrics = bench.parse_metrics("\n".join(lines))
+    assert bench._by_partition(metrics, "a2ui_validator_run_states") == {1: 0.0, 3: 2.0}
+    assert metrics["a2ui_projector_surfaces"] == 3
+    only = _state_metrics(validator, projector, frozenset({"projector"}))  # type: ignore[arg-type]
+    assert not any("a2ui_validator_run_states{" in line for line in only)
+
+
+def test_rss_slope_is_kb_per_envelope() -> None:
+    points = [{"envelopes": 1000, "rss_mb": 100.0}, {"envelopes": 3000, "rss_mb": 120.0}]
+    assert bench.rss_slope_kb(points) == pytest.approx(20 * 1024 / 2000)
+    assert bench.rss_slope_kb(points[:1]) is None
+
+
+def _result() -> dict[str, Any]:
+    point = {
+        "envelopes": 2000,
+        "rss_mb": 90.0,
+        "run_index_runs": 50,
+        "cpu_us_per_envelope": 100.0,
+    }
+    restart = {
+        "web_s": 0.6,
+        "reads_s": 9.0,
+        "admission_s": 9.5,
+        "ready_s": 9.5,
+        "stopped_s": 0.01,
+        "rss_mb_before": 90.0,
+        "rss_mb_after": 88.0,
+        "rss_mb_peak_during": 95.0,
+    }
+    state = {"run_index_runs": 50, "validator_run_states": 50, "projector_surfaces": 80}
+    worker = {
+        **state,
+        "worker": "a",
+        "rss_mb": 91.0,
+        "partitions": [0, 2, 4],
+        "share_of_one": {
+            "rss_mb": 1.0,
+            "run_index_runs": 1.0,
+            "validator_run_states": 0.5,
+            "projector_surfaces": None,
+        },
+    }
+    read = {"p50_ms": 0.7, "p99_ms": 1.5, "rounds": [[0.7, 1.4], [0.6, 1.5]], "requests": 40}
+    design = {
+        "envelopes_published": 2000,
+        "stopped": "reached --envelopes 2,000",
+        "envelopes_per_second": 800.0,
+        "curve": [{**point, "envelopes": 1000, "rss_mb": 80.0}, point],
+        "rss_kb_per_envelope": 10.2,
+        "rss_mb_at_1m_extrapolated": 9_980.0,
+        "rss_ratio_last_to_50k": None,
+        "restarts": [
+            {**restart, "signal": "SIGKILL"},
+            {**restart, "signal": "SIGTERM", "ready_s": 3.4},
+        ],
+        "one_worker": {**state, "rss_mb": 90.0, "cpu": {"cpu_us_per_envelope": 60.0}},
+        "two_workers": {
+            "join": {"ready_s": 3.3},
+            "workers": [worker, {**worker, "worker": "b", "partitions": [1, 3, 5]}],
+            "cpu": {"cpu_us_per_envelope": 90.0},
+            "restart_one": {"ready_s": 9.7},
+        },
+        "reads": {"poll": {"own": read, "other": read}, "log": {"own": read, "other": read}},
+    }
+    return {
+        "envelopes_requested": 2000,
+        "envelopes_default": False,
+        "minutes": 10.0,
+        "max_rss_mb": 4000,
+        "partitions": 6,
+        "broker": "Apache Kafka",
+        "machine": "x86_64",
+        "load_average_1m_before": 0.2,
+        "load_average_1m_after": 0.4,
+        "record_bytes_mean": 514.0,
+        "mix": {
+            "active_runs": 20,
+            "envelopes_per_run": (10, 90),
+            "surfaces_per_run": (1, 3),
+            "cancelled": 0.1,
+            "deleted": 0.05,
+            "refused": 0.01,
+            "duplicated": 0.01,
+        },
+        "columns": {"today": "every worker tails the whole log"},
+        "designs": {"today": design},
+    }
+
+
+def test_the_table_has_a_column_per_design_and_the_targets() -> None:
+    text = bench.table(_result())
+    lines = text.splitlines()
+    header = next(line for line in lines if "target (issue 15)" in line)
+    assert "today" in header
+    assert "column today: every worker tails the whole log" in text
+    assert "(a shared machine: timings are noisy)" in lines[0]
+    for label in (
+        "1,000",
+        "2,000",
+        "RSS per envelope (slope)",
+        "restart to ready, SIGKILL",
+        "restart to ready, SIGTERM",
+        "worker a of two",
+        "worker b of two",
+        "other's partition",
+    ):
+        assert any(label in line for line in lines), label
+    assert any("9.5 s" in line and "<= 15 s" in line for line in lines)
+    assert any("100%; 100% / 50% / n/a" in line and "each <= 60%" in line for line in lines)
+    # a second design lines up as a second column
+    two = _result()
+    two["designs"]["owner"] = two["designs"]["today"]
+    two["columns"]["owner"] = "reads served by the owner"
+    header = next(line for line in bench.table(two).splitlines() if "target" in line)
+    assert header.index("today") < header.index("owner") < header.index("target")
