@@ -32,6 +32,8 @@ from typing import Any
 import orjson
 
 from app.core.admission import Admitted, Deduplicated, Refused, decide, encode_event
+from app.core.http_admission import envelope_request
+from app.core.http_errors import HttpError
 from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
 from app.core.policy import SURFACE_KIND, SURFACE_VERSIONS, HostPolicy
 from app.core.refusal import Violation
@@ -71,6 +73,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--strict",
         action="store_true",
         help="envelopeStrictness strict: refuse below-floor envelopes instead of warn",
+    )
+    parser.add_argument(
+        "--run",
+        metavar="RUN",
+        help="the input holds bare envelopes (what POST /runs/RUN/envelopes takes), not "
+        "admission records: decide each as that POST would, for run RUN",
     )
     parser.set_defaults(func=run)
     return parser
@@ -136,23 +144,48 @@ def _array_items(data: bytes) -> list[bytes]:
     return items
 
 
-def read_inputs(data: bytes, max_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[_Input]:
+def _envelope_record(raw: bytes, run_id: str, max_bytes: int) -> Any:
+    """A bare envelope -> the admission record ``POST /runs/{run_id}/envelopes`` builds around
+    its bytes (app.core.http_admission), through intake: the record, or the Violation."""
+    built = envelope_request(run_id, raw, max_record_bytes=max_bytes)
+    if isinstance(built, HttpError):
+        details = dict(built.body.get("details") or {})
+        return Violation(
+            str(details.pop("refusal", "validation_error")),
+            str(details.pop("rule", "record-shape")),
+            str(details.pop("pointer", "")),
+            str(built.body["message"]),
+            details,
+        )
+    return _intake(built.record, max_bytes)
+
+
+def read_inputs(
+    data: bytes, max_bytes: int = DEFAULT_MAX_RECORD_BYTES, run_id: str | None = None
+) -> list[_Input]:
     """Split raw input into records: one JSON document (a record or an array of records), or
     JSON Lines. Each record's bytes go through the worker's intake (``max_bytes`` is its size
-    limit); lines that fail to decode become ``Violation`` values in place of a record."""
+    limit); lines that fail to decode become ``Violation`` values in place of a record. With
+    ``run_id`` each item is a bare envelope, wrapped as the HTTP envelope endpoint does."""
+
+    def take(raw: bytes) -> Any:
+        if run_id is None:
+            return _intake(raw, max_bytes)
+        return _envelope_record(raw, run_id, max_bytes)
+
     try:
         whole = orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
     else:
         if isinstance(whole, list):
-            return [(None, _intake(item, max_bytes)) for item in _array_items(data)]
-        return [(None, _intake(data.strip(), max_bytes))]
+            return [(None, take(item)) for item in _array_items(data)]
+        return [(None, take(data.strip()))]
     inputs: list[_Input] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        found = _intake(raw, max_bytes)
+        found = take(raw)
         # a line that is not UTF-8 or not JSON at all: say which line (intake's other refusals,
         # size and ambiguity, are the worker's as they are)
         if isinstance(found, Violation) and found.rule == "record-utf8":
@@ -254,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"a2ui-stream check: cannot load the schemas: {exc}", file=sys.stderr)
         return _USAGE_ERROR
     now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    inputs = read_inputs(data, max_bytes)
+    inputs = read_inputs(data, max_bytes, args.run)
     if not inputs:
         print("a2ui-stream check: no admission records in the input", file=sys.stderr)
     refused = False
