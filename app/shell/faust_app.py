@@ -33,13 +33,15 @@ from app.core.topic_plan import TopicSpec
 from app.shell import log_safety
 from app.shell.gateway_key import gateway_key
 from app.shell.http_api import HttpApi, request_guard
+from app.shell.http_forward import Forwarder
 from app.shell.http_gateway import AdmissionGateway
 from app.shell.http_streams import DeltaMemo, RunStreams
 from app.shell.metrics import Metrics
+from app.shell.ownership import Ownership
 from app.shell.projector_loop import ProjectorConfig, ProjectorLoop
 from app.shell.run_index import RunIndex
 from app.shell.schema_files import load_schema_documents
-from app.shell.settings import Settings, check_exposure, load_secrets
+from app.shell.settings import Settings, advertised_url_of, check_exposure, load_secrets
 from app.shell.topics_admin import desired_for
 from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
 from app.shell.viewer import register as register_viewer
@@ -214,7 +216,26 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         app.service(_projector_service(projector))
     metrics.extra.append(lambda: _state_metrics(validator, projector, settings.roles))
 
-    index = RunIndex(bootstrap, specs["log"].name, specs["deadletter"].name)
+    # The read side serves the partitions this worker's validator owns (issue 15 item 2): the
+    # validator tells `ownership` its assignment, which tells the index and the other workers.
+    ownership = Ownership(
+        bootstrap, specs["owners"].name, settings.worker_id, advertised_url_of(settings)
+    )
+    validator.ownership = ownership
+    index = RunIndex(
+        bootstrap,
+        specs["log"].name,
+        specs["deadletter"].name,
+        settings.data_dir / "run-store" / specs["log"].name / settings.worker_id,
+        cache_bytes=settings.run_cache_mb * 1024 * 1024,
+    )
+    ownership.on_assigned.append(index.assigned)
+    ownership.on_revoked.append(index.revoked)
+    forwarder = Forwarder(
+        settings.worker_id,
+        # the longest answer a run route waits for: a 60 s poll after the owner's own wait
+        read_seconds=60 + settings.http_wait_seconds + 5,
+    )
     gateway = AdmissionGateway(
         bootstrap,
         specs["admission"].name,
@@ -225,6 +246,8 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     streams = RunStreams(index, DeltaMemo(rules), settings.sse_keepalive_seconds)
     HttpApi(
         index=index,
+        ownership=ownership,
+        forwarder=forwarder,
         gateway=gateway,
         streams=streams,
         discovery=DiscoveryConfig(
@@ -244,9 +267,10 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         max_record_bytes=settings.max_record_bytes,
         read_timeout=settings.http_read_timeout_seconds,
     ).register(app)
-    register_viewer(app, index, settings)  # the live surface viewer at /ui/ (docs/viewer.md)
-    app.service(_http_service(index, gateway))
-    metrics.extra.append(lambda: _http_metrics(index, streams))
+    # the live surface viewer at /ui/ (docs/viewer.md)
+    register_viewer(app, index, settings, ownership, forwarder)
+    app.service(_http_service(index, gateway, ownership, forwarder))
+    metrics.extra.append(lambda: _http_metrics(index, streams, ownership, forwarder))
 
     @app.page("/health")
     async def health(web: Any, request: Any) -> Any:
@@ -305,14 +329,27 @@ def _projector_service(projector: ProjectorLoop) -> type[mode.Service]:
     return ProjectorService
 
 
-def _http_metrics(index: RunIndex, streams: RunStreams) -> list[str]:
+def _http_metrics(
+    index: RunIndex, streams: RunStreams, ownership: Ownership, forwarder: Forwarder
+) -> list[str]:
     return [
         "# HELP a2ui_http_sse_streams Open SSE run streams on this worker.",
         "# TYPE a2ui_http_sse_streams gauge",
         f"a2ui_http_sse_streams {streams.open_streams}",
-        "# HELP a2ui_http_runs Runs in this worker's run index (the log, tailed).",
+        "# HELP a2ui_http_runs Runs held in memory by the read side (cached or being read).",
         "# TYPE a2ui_http_runs gauge",
-        f"a2ui_http_runs {len(index.runs)}",
+        f"a2ui_http_runs {index.in_memory()}",
+        "# HELP a2ui_http_run_cache_bytes Bytes of the read side's run cache (estimated).",
+        "# TYPE a2ui_http_run_cache_bytes gauge",
+        f"a2ui_http_run_cache_bytes {index.cached_bytes}",
+        "# HELP a2ui_http_owned_partitions Partitions this worker serves, and of them ready.",
+        "# TYPE a2ui_http_owned_partitions gauge",
+        f'a2ui_http_owned_partitions{{state="owned"}} {len(ownership.owned)}',
+        f'a2ui_http_owned_partitions{{state="ready"}} {len(index.ready_partitions)}',
+        "# HELP a2ui_http_forwarded_total Run requests forwarded to their owner (and failed).",
+        "# TYPE a2ui_http_forwarded_total counter",
+        f'a2ui_http_forwarded_total{{result="sent"}} {forwarder.forwarded}',
+        f'a2ui_http_forwarded_total{{result="failed"}} {forwarder.failed}',
     ]
 
 
@@ -343,21 +380,31 @@ def _state_metrics(
     return lines
 
 
-def _http_service(index: RunIndex, gateway: AdmissionGateway) -> type[mode.Service]:
+def _http_service(
+    index: RunIndex, gateway: AdmissionGateway, ownership: Ownership, forwarder: Forwarder
+) -> type[mode.Service]:
     class HttpService(mode.Service):
-        """Tails the log for the OpenWOP HTTP API and owns its admission producer."""
+        """The read side of the owned partitions (the run index and the owners map) and the
+        admission producer of the OpenWOP HTTP API."""
 
         async def on_start(self) -> None:
             self._stopping = asyncio.Event()
             await index.start()
+            await ownership.start()
             await gateway.start()
 
         @mode.Service.task
         async def _tail(self) -> None:
             await index.run(self._stopping)
 
+        @mode.Service.task
+        async def _owners(self) -> None:
+            await ownership.run(self._stopping)
+
         async def on_stop(self) -> None:
             self._stopping.set()
+            await ownership.stop()
+            await forwarder.stop()
             await gateway.stop()
             await index.stop()
 

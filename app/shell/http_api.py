@@ -21,6 +21,13 @@ Routes (openwop-a2ui.md §9, §10, §12, §13):
   POST /v1/host/sample/a2ui/emit-surface            v1 seam (A2UI_STREAM_SEAMS=1 only)
   POST /conformance/seams/sample/a2ui/emit-surface  v2 seam (A2UI_STREAM_SEAMS=1 only)
 
+Every run route is answered by the worker that owns the run's partition (issue 15 item 2):
+``_owner_route`` asks ``app.core.ownership.route`` whether this worker serves it, forwards it
+to the owner (``app.shell.http_forward``), or answers 503 with Retry-After while the partition
+has no ready owner (a rebalance). Admissions and host commands are forwarded too: the owner
+publishes, waits for the outcome on its own tail and answers only once its store holds the
+event, so every later read (served by that owner) sees it.
+
 Before any route runs, ``request_guard`` (the web app's one middleware) applies
 ``app.core.http_guard`` to every request: the Host rule of the laptop mode, the Origin rule
 and the JSON content type of every mutating request (issue 14 item 4). Request bodies are read
@@ -32,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import random
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,6 +65,8 @@ from app.core.http_admission import (
 )
 from app.core.http_errors import HttpError, error
 from app.core.http_guard import RequestHead, check_request
+from app.core.keys import partition_for_run
+from app.core.ownership import FORWARDED_HEADER, Forward, Local, route
 from app.core.refusal import Violation
 from app.core.run_lifecycle import lineage_of
 from app.core.stream_modes import (
@@ -66,8 +76,10 @@ from app.core.stream_modes import (
 )
 from app.core.surfaces import V1_SURFACE_ID, SurfaceKey, replay
 from app.core.wire_ids import project_run_id, split_run_path, unproject_run_id
+from app.shell.http_forward import Forwarder
 from app.shell.http_gateway import AdmissionGateway, Published
 from app.shell.http_streams import RunStreams
+from app.shell.ownership import Ownership
 from app.shell.run_index import RunIndex, RunLog
 from app.shell.validator_loop import now_rfc3339
 
@@ -134,6 +146,8 @@ class HttpApi:
         self,
         *,
         index: RunIndex,
+        ownership: Ownership,
+        forwarder: Forwarder,
         gateway: AdmissionGateway,
         streams: RunStreams,
         discovery: DiscoveryConfig,
@@ -146,6 +160,8 @@ class HttpApi:
         read_timeout: float,
     ) -> None:
         self.index = index
+        self.ownership = ownership
+        self.forwarder = forwarder
         self.gateway = gateway
         self.streams = streams
         self.discovery = discovery
@@ -228,20 +244,65 @@ class HttpApi:
         body = read_json_body(raw, max_bytes=self.max_record_bytes)
         return _error(body) if isinstance(body, HttpError) else body
 
-    async def _ready(self) -> web.Response | None:
-        if self.index.ready.is_set():
+    async def _owner_route(
+        self, request: web.Request, run_id: str, body: bytes | None = None
+    ) -> web.StreamResponse | None:
+        """None: this worker serves ``run_id`` (it owns the run's partition and has read it).
+        Otherwise the owner's answer to the forwarded request, or 503 with Retry-After when no
+        worker can answer within A2UI_STREAM_HTTP_WAIT_SECONDS (a rebalance: the partition has
+        no owner yet, or its owner is still reading the log). A POST's body is read here only
+        when it is forwarded (``body``, when the handler already read it)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_seconds
+        forwarded = FORWARDED_HEADER in request.headers
+        while True:
+            reason = "the worker has not read the log's partition count yet"
+            if self.index.partitions:
+                decision = route(
+                    partition_for_run(run_id, self.index.partitions),
+                    owned=self.ownership.owned,
+                    ready=self.index.ready_partitions,
+                    owners=self.ownership.owners,
+                    instance=self.ownership.instance,
+                    forwarded=forwarded,
+                )
+                if isinstance(decision, Local):
+                    return None
+                if isinstance(decision, Forward):
+                    return await self._forward(request, decision, body)
+                reason = decision.reason
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return self._unavailable(reason)
+            await self.ownership.changed(min(remaining, 0.05))
+
+    async def _forward(
+        self, request: web.Request, owner: Forward, body: bytes | None
+    ) -> web.StreamResponse:
+        if body is None and request.method == "POST":
+            raw = await self._raw_body(request)
+            if isinstance(raw, web.Response):
+                return raw
+            body = raw
+        return await self.forwarder.forward(request, owner.url, body, owner.worker_id)
+
+    def _unavailable(self, reason: str) -> web.Response:
+        return _error(
+            error("a2ui-stream.unavailable", f"{reason}; retry shortly"),
+            {"Retry-After": "1"},
+        )
+
+    def _fresh_run_id(self, prefix: str) -> str | None:
+        """A new runId ``<prefix><32 hex>`` on a partition this worker owns and has read (a
+        created run or a fork child is recorded where its creator waits for it), or None when
+        it owns none. Each try lands on a uniformly random partition."""
+        mine = self.index.ready_partitions & self.ownership.owned
+        if not mine or not self.index.partitions:
             return None
-        try:
-            await asyncio.wait_for(self.index.ready.wait(), self.wait_seconds)
-            return None
-        except TimeoutError:
-            return _error(
-                error(
-                    "a2ui-stream.unavailable",
-                    "the worker is still reading the run log; retry shortly",
-                ),
-                {"Retry-After": "2"},
-            )
+        while True:
+            candidate = f"{prefix}{uuid.uuid4().hex}"
+            if partition_for_run(candidate, self.index.partitions) in mine:
+                return candidate
 
     def _method(self, request: web.Request, allowed: str) -> web.Response | None:
         if request.method in (allowed, "HEAD" if allowed == "GET" else allowed):
@@ -282,9 +343,9 @@ class HttpApi:
         if split is None:
             return _error(error("not_found", "no such run path (is the runId well formed?)"))
         run_id, rest = split
-        not_ready = await self._ready()
-        if not_ready is not None:
-            return not_ready
+        elsewhere = await self._owner_route(request, run_id)
+        if elsewhere is not None:
+            return elsewhere
         if rest == "/events":
             return await self._events(request, run_id, v1=v1)
         if rest == "/events/poll" and not v1:
@@ -471,10 +532,13 @@ class HttpApi:
         if denied is not None:
             return denied
         built: AdmissionRequest | HttpError
+        raw = await self._raw_body(request)
+        if isinstance(raw, web.Response):
+            return raw
         if v1:
-            body = await self._body(request)
-            if isinstance(body, web.Response):
-                return body
+            body = read_json_body(raw, max_bytes=self.max_record_bytes)
+            if isinstance(body, HttpError):
+                return _error(body)
             nonce = uuid.uuid4().hex
             built = v1_seam_request(
                 body,
@@ -484,15 +548,12 @@ class HttpApi:
                 max_record_bytes=self.max_record_bytes,
             )
         else:
-            raw = await self._raw_body(request)
-            if isinstance(raw, web.Response):
-                return raw
             built = v2_seam_request(raw, max_record_bytes=self.max_record_bytes)
         if isinstance(built, HttpError):
             return _error(built)
-        not_ready = await self._ready()
-        if not_ready is not None:
-            return not_ready
+        elsewhere = await self._owner_route(request, built.run_id, raw)
+        if elsewhere is not None:
+            return elsewhere
         return self._answer(await self._admit(built), style="v1-seam" if v1 else "v2-seam")
 
     # -- fork -------------------------------------------------------------------------------------
@@ -514,7 +575,10 @@ class HttpApi:
             lineage_of(markers[-1]) if markers else (),
         )
         tenant, slash, _ = run_id.partition("/")
-        child = f"{tenant}/{uuid.uuid4().hex}" if slash else f"fork-{uuid.uuid4().hex}"
+        # the child is recorded on a partition this worker owns, where this handler waits for it
+        child = self._fresh_run_id(f"{tenant}/" if slash else "fork-")
+        if child is None:
+            return self._unavailable("this worker no longer owns a partition")
         built = fork_request(run_id, child, body, point, max_record_bytes=self.max_record_bytes)
         if isinstance(built, HttpError):
             return _error(built)
@@ -584,22 +648,45 @@ class HttpApi:
         denied = self._unauthenticated(request)
         if denied is not None:
             return denied
-        body = await self._body(request)
-        if isinstance(body, web.Response):
-            return body
+        raw = await self._raw_body(request)
+        if isinstance(raw, web.Response):
+            return raw
+        body = read_json_body(raw, max_bytes=self.max_record_bytes)
+        if isinstance(body, HttpError):
+            return _error(body)
         if not isinstance(body, dict) or not isinstance(body.get("workflowId"), str):
             return _error(error("validation_error", "the body is {workflowId}"))
         workflow = body["workflowId"]
         if workflow not in self.discovery.fixtures and workflow.startswith("conformance-"):
             return _error(error("not_found", f"no fixture workflow {workflow!r} on this host"))
-        not_ready = await self._ready()
-        if not_ready is not None:
-            return not_ready
-        run_id = f"local/{uuid.uuid4().hex}"
+        run_id = await self._created_run_id(request, raw)
+        if not isinstance(run_id, str):
+            return run_id
         done = await self._command(run_id, {"type": "run.create", "workflowId": workflow})
         if isinstance(done, web.Response):
             return done
         return _json(201, self._run_doc(done[1]))
+
+    async def _created_run_id(self, request: web.Request, raw: bytes) -> str | web.StreamResponse:
+        """A new run is recorded on a partition this worker owns (``_fresh_run_id``); a worker
+        that owns none forwards the request to the owner of a random partition, which places
+        it on one of its own (so runs spread over partitions as the owners hold them)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_seconds
+        forwarded = FORWARDED_HEADER in request.headers
+        while True:
+            run_id = self._fresh_run_id("local/")
+            if run_id is not None:
+                return run_id
+            owners = [o for o in self.ownership.owners.values() if o.owned]
+            others = [o for o in owners if o.instance != self.ownership.instance]
+            if others and not forwarded and not self.ownership.owned:
+                owner = random.choice(others)
+                return await self._forward(request, Forward(owner.url, owner.worker_id), raw)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return self._unavailable("no worker owns a partition to create the run on")
+            await self.ownership.changed(min(remaining, 0.05))
 
     async def _cancel(self, request: web.Request, run_id: str) -> web.StreamResponse:
         wrong = self._method(request, "POST")

@@ -1,7 +1,11 @@
 """The run event stream over HTTP: SSE (v1 and v2), the v1 event-log read and v2 poll.
 
-Shell module (openwop-a2ui.md §9, §10; docs/http.md). Reads only the run index (the log as
-tailed by this worker). Each SSE connection keeps an exclusive cursor: it writes every event
+Shell module (openwop-a2ui.md §9, §10; docs/http.md). Reads only the run index (the owned
+partitions of the log, as tailed by this worker; a run owned elsewhere never reaches here, its
+request is forwarded). A stream ends when its run's partition leaves this worker (``moved``):
+the client resumes with ``Last-Event-ID`` and reaches the new owner.
+
+Each SSE connection keeps an exclusive cursor: it writes every event
 with a sequence above it, in order, then waits for the run to change, writing a keep-alive
 comment while idle, and closes after the run's terminal event. With ``?a2uiDelta=1`` (v1 path,
 when enabled) v1 surface events go through ``app.core.sse_frames.next_output``: an RFC 0114
@@ -19,7 +23,6 @@ import asyncio
 import contextlib
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -71,7 +74,7 @@ class DeltaMemo:
         key = (str(logged.event.get("eventId")), logged.offset)
         found = self._relabelled.get(key)
         if found is None:
-            found = replace(logged, data=shown.data, event=dict(shown.event))
+            found = logged.shown(shown.data, dict(shown.event))
             self._relabelled[key] = found
             if len(self._relabelled) > self.size:
                 self._relabelled.popitem(last=False)
@@ -272,6 +275,8 @@ class RunStreams:
                     await changed.wait()
             except TimeoutError:
                 await response.write(keep_alive())
+            if run.moved:  # the partition was revoked: the client resumes at the new owner
+                return
             current = self.index.get(run.run_id)
             if current is None:  # the run was deleted (`a2ui-stream runs delete`)
                 return

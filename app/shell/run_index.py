@@ -1,17 +1,29 @@
-"""The HTTP side's view of the per-run log: every worker tails the WHOLE log topic.
+"""The read side of the partitions this worker owns: the log's runs, tailed into a store.
 
-Shell module. The OpenWOP HTTP endpoints (event stream, poll, event-log read, fork, status)
-read runs from here. It is not a side store: it is the log itself, read with
-``read_committed`` from the beginning by a consumer that is assigned every partition (no
-consumer group), so any worker can answer for any run (issue 6 item 6; docs/http.md). Records
-arrive in partition order, so each run's events arrive in sequence order.
+Shell module (issue 15 item 2; docs/http.md, "Reading: the owner serves each run"). The OpenWOP
+HTTP endpoints (event stream, poll, event-log read, fork, status, actions) read runs from here,
+but only for the partitions this worker owns (``app.shell.ownership``): a request for a run on
+another worker's partition is forwarded to that owner (``app.shell.http_forward``). So a
+worker's cost follows its partitions, not the whole log.
 
-It also tails the dead-letter topic (from its end) so that an HTTP admission can wait for the
-outcome of the record it published: every validator output carries the ``a2ui-source`` header
-naming the admission record's partition and offset (docs/pipeline.md).
+One consumer (no consumer group) is assigned the owned partitions of the log topic, read with
+``read_committed``, and of the dead-letter topic. Each fetched batch goes into the persistent
+store (``app.shell.run_store``: the recorded bytes per event, a summary per run and the
+partition's checkpoint, in one atomic write). On assignment a partition resumes from its
+checkpoint, not from the beginning, and is *ready* once the store has read the log up to the
+end it had when assigned; until then its runs are answered 503 (``app.core.ownership.route``).
+On revocation its runs leave memory and their readers are told (an SSE stream closes, and its
+client resumes with ``Last-Event-ID`` at the new owner); the files stay as a warm cache.
 
-Memory: each worker holds every live event of the log (bytes and the decoded document). That is
-the price of "any worker answers any run" without a second store; see docs/http.md.
+In memory: the runs someone is reading (a ``RunLog`` held by a stream or a poll, tracked
+weakly) and a bounded LRU of recently read runs (``cache_bytes``); events are decoded lazily,
+once per process (``LoggedEvent.event``). Records arrive in partition order, so each run's
+events arrive in sequence order.
+
+The dead letters of the owned partitions are tailed from their end at assignment, so an HTTP
+admission (which the owner publishes) can wait for the outcome of the record it published:
+every validator output carries the ``a2ui-source`` header naming the admission record's
+partition and offset (docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -19,36 +31,72 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+import weakref
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from app.core.keys import run_of_log_key, sequence_of_log_key
-from app.core.run_lifecycle import INITIAL_STATUS, TERMINAL_STATUSES, status_after
+from app.core.keys import partition_for_run, run_of_log_key, sequence_of_log_key
+from app.core.run_lifecycle import INITIAL_STATUS, TERMINAL_STATUSES, status_after, status_of
 from app.shell.kafka_io import MAX_FETCH_BYTES, partitions_of
+from app.shell.run_store import RunStore, RunSummary
 
 __all__ = ["LoggedEvent", "Outcome", "RunIndex", "RunLog"]
 
 log = logging.getLogger("a2ui_stream.http")
 
 SOURCE_HEADER = "a2ui-source"
-_RECENT_OUTCOMES = 100_000
+_RECENT_OUTCOMES = 10_000  # a waiter registers microseconds after its publish returns
+_DECODED_FACTOR = 6  # a decoded event dict holds about 5.6x its JSON (measured, issue 15)
+_CHECKPOINT_REFRESH_S = 60.0
 
 
-@dataclass(frozen=True, slots=True)
 class LoggedEvent:
-    """One recorded event as the log holds it: its bytes (served as they are) and decoded."""
+    """One recorded event as the log holds it: its bytes (served as they are) and, decoded on
+    first use, its document."""
 
-    sequence: int
-    type: str
-    data: bytes
-    event: dict[str, Any]
-    partition: int
-    offset: int
-    appended_ms: int  # the log record's Kafka timestamp
+    __slots__ = ("_event", "appended_ms", "data", "offset", "partition", "sequence", "type")
+
+    def __init__(
+        self,
+        sequence: int,
+        type: str,
+        data: bytes,
+        event: dict[str, Any] | None,
+        partition: int,
+        offset: int,
+        appended_ms: int,
+    ) -> None:
+        self.sequence = sequence
+        self.type = type
+        self.data = data
+        self._event = event
+        self.partition = partition
+        self.offset = offset
+        self.appended_ms = appended_ms  # the log record's Kafka timestamp
+
+    @property
+    def event(self) -> dict[str, Any]:
+        found = self._event
+        if found is None:
+            decoded = orjson.loads(self.data)
+            found = self._event = decoded if isinstance(decoded, dict) else {}
+        return found
+
+    def shown(self, data: bytes, event: dict[str, Any]) -> LoggedEvent:
+        """The same event as a reader is shown it (its trust rewritten, app.core.sse_frames)."""
+        return LoggedEvent(
+            self.sequence, self.type, data, event, self.partition, self.offset, self.appended_ms
+        )
+
+    def __repr__(self) -> str:
+        return f"LoggedEvent({self.sequence}, {self.type!r}, {self.partition}:{self.offset})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +108,15 @@ class Outcome:
     letter: dict[str, Any] | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class RunLog:
     run_id: str
     events: list[LoggedEvent] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     status: str = INITIAL_STATUS
+    partition: int = -1
+    moved: bool = False  # the partition left this worker: readers stop and resume elsewhere
+    charge: int = 0  # bytes counted against the cache
 
     @property
     def last_sequence(self) -> int:
@@ -87,23 +138,87 @@ class RunLog:
         self.changed = asyncio.Event()
 
 
-class RunIndex:
-    """Tails the log (from the beginning) and the dead letters (from the end)."""
+def _source_of(record: Any) -> str | None:
+    """The ``a2ui-source`` header: the admission record a validator output is the outcome of."""
+    for name, value in record.headers or ():
+        if name == SOURCE_HEADER:
+            return bytes(value).decode(errors="replace")
+    return None
 
-    def __init__(self, bootstrap: str, log_topic: str, deadletter_topic: str) -> None:
+
+class RunIndex:
+    """Tails the owned partitions of the log (into the store) and of the dead letters."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        log_topic: str,
+        deadletter_topic: str,
+        store_path: Path,
+        *,
+        cache_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
         self.bootstrap = bootstrap
         self.log_topic = log_topic
         self.deadletter_topic = deadletter_topic
-        self.runs: dict[str, RunLog] = {}
-        self.ready = asyncio.Event()
+        self.store_path = store_path
+        self._store: RunStore | None = None
+        self.cache_bytes = cache_bytes
+        self.partitions = 0  # N, from the log topic's metadata
+        self.owned: set[int] = set()  # partitions being tailed
+        self.ready_partitions: set[int] = set()  # ... and read up to their end when assigned
         self.outcomes: OrderedDict[str, Outcome] = OrderedDict()
         self._outcome_waiters: dict[str, list[asyncio.Future[Outcome]]] = {}
+        self._live: weakref.WeakValueDictionary[str, RunLog] = weakref.WeakValueDictionary()
+        self._cache: OrderedDict[str, RunLog] = OrderedDict()
+        self._cached_bytes = 0
         self._consumer: AIOKafkaConsumer | None = None
-        self._log_tps: list[Any] = []
+        self._pending: list[tuple[str, frozenset[int]]] = []  # assignment changes to apply
+        self._wake = asyncio.Event()
         self._progress = asyncio.Event()  # set (and replaced) after every fetch round
-        self.partitions = 0
+        self._targets: dict[int, int] = {}  # log end offset to reach before a partition is ready
+        self._log_next: dict[int, int] = {}
+        self._dead_next: dict[int, int] = {}
+        self._refreshed = 0.0
+        self.loaded_runs = 0  # runs read from the store (cache misses), for /metrics
+        self.records_read = 0  # log records tailed since start
+
+    # -- ownership (called by app.shell.ownership, synchronously) -----------------------------
+
+    def assigned(self, partitions: frozenset[int]) -> None:
+        if partitions:
+            self._pending.append(("assign", partitions))
+            self._wake.set()
+
+    def revoked(self, partitions: frozenset[int]) -> None:
+        """The partitions leave at once: no read is answered for them from here on, and their
+        runs' readers are woken to stop (the consumer is reassigned by the tail loop)."""
+        if not partitions:
+            return
+        self.owned -= partitions
+        self.ready_partitions -= partitions
+        for partition in partitions:
+            self._targets.pop(partition, None)
+        for run_id, run in list(self._live.items()):
+            if run.partition in partitions:
+                run.moved = True
+                self._uncache(run_id)
+                self._live.pop(run_id, None)
+                run.notify()
+        self._pending.append(("revoke", partitions))
+        self._wake.set()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def store(self) -> RunStore:
+        assert self._store is not None, "run index not started"
+        return self._store
 
     async def start(self) -> None:
+        """Open the store (``RunStore.open``: rebuilt when damaged; ``StoreLockedError`` when
+        another process holds it) and the consumer."""
+        self._store = RunStore.open(self.store_path, self.log_topic)
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             enable_auto_commit=False,
@@ -112,105 +227,177 @@ class RunIndex:
         )
         await consumer.start()
         self._consumer = consumer
-        log_tps = await partitions_of(consumer, self.log_topic)
-        dead_tps = await partitions_of(consumer, self.deadletter_topic)
-        self.partitions = len(log_tps)
-        self._log_tps = log_tps
-        consumer.assign(log_tps + dead_tps)
-        await consumer.seek_to_beginning(*log_tps)
-        if dead_tps:
-            await consumer.seek_to_end(*dead_tps)
-        self._catch_up_to = await consumer.end_offsets(log_tps) if log_tps else {}
+        self.partitions = len(await partitions_of(consumer, self.log_topic))
 
     async def stop(self) -> None:
         if self._consumer is not None:
             with contextlib.suppress(Exception):
                 await self._consumer.stop()
+        if self._store is not None:
+            self._store.close()
 
     async def run(self, stopping: asyncio.Event) -> None:
         consumer = self._consumer
         assert consumer is not None
         while not stopping.is_set():
             try:
-                batch = await consumer.getmany(timeout_ms=200, max_records=10_000)
+                if self._pending:
+                    await self._apply_changes(consumer)
+                if not self.owned:
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), 0.5)
+                    continue
+                batch = await consumer.getmany(timeout_ms=100, max_records=2000)
+                self._ingest(batch)
+                self._progress.set()
+                self._progress = asyncio.Event()
+                await self._check_ready(consumer)
+            except asyncio.CancelledError:
+                raise
             except Exception as exc:  # a broker hiccup: keep tailing
                 log.warning("run index: fetch failed (%s)", type(exc).__name__)
                 await asyncio.sleep(0.5)
-                continue
-            touched: set[str] = set()
-            for tp, records in batch.items():
-                if tp.topic == self.log_topic:
-                    for record in records:
-                        self._on_log(tp.partition, record, touched)
-                else:
-                    for record in records:
-                        self._on_dead_letter(record)
-            for run_id in touched:
-                found = self.runs.get(run_id)
-                if found is not None:
-                    found.notify()
-            self._progress.set()
-            self._progress = asyncio.Event()
-            if not self.ready.is_set() and await self._caught_up(consumer):
-                log.info("run index: caught up with the log (%d runs)", len(self.runs))
-                self.ready.set()
 
-    async def _caught_up(self, consumer: AIOKafkaConsumer) -> bool:
-        for tp, end in self._catch_up_to.items():
-            if await consumer.position(tp) < end:
-                return False
-        return True
+    async def _apply_changes(self, consumer: AIOKafkaConsumer) -> None:
+        changes, self._pending = self._pending, []
+        gained: set[int] = set()
+        for kind, partitions in changes:
+            if kind == "assign":
+                gained |= partitions
+            else:
+                gained -= partitions
+                for partition in partitions:
+                    self._log_next.pop(partition, None)
+                    self._dead_next.pop(partition, None)
+        gained -= self.owned
+        for partition in sorted(gained):
+            log_tp = TopicPartition(self.log_topic, partition)
+            dead_tp = TopicPartition(self.deadletter_topic, partition)
+            ends = await consumer.end_offsets([log_tp, dead_tp])
+            start = self.store.resume_offset(partition, ends[log_tp])
+            self._log_next[partition] = start
+            self._dead_next[partition] = ends[dead_tp]
+            self._targets[partition] = ends[log_tp]
+            log.info(
+                "run index: partition %d assigned: reading the log from offset %d to %d",
+                partition,
+                start,
+                ends[log_tp],
+            )
+        self.owned |= gained
+        tps: list[TopicPartition] = []
+        for partition in sorted(self.owned):
+            tps.append(TopicPartition(self.log_topic, partition))
+            tps.append(TopicPartition(self.deadletter_topic, partition))
+        consumer.assign(tps)
+        for partition in self.owned:
+            consumer.seek(TopicPartition(self.log_topic, partition), self._log_next[partition])
+            consumer.seek(
+                TopicPartition(self.deadletter_topic, partition), self._dead_next[partition]
+            )
+
+    async def _check_ready(self, consumer: AIOKafkaConsumer) -> None:
+        for partition, target in list(self._targets.items()):
+            if await consumer.position(TopicPartition(self.log_topic, partition)) >= target:
+                del self._targets[partition]
+                if partition in self.owned:
+                    self.ready_partitions.add(partition)
+                    log.info("run index: partition %d is ready", partition)
+        now = time.monotonic()
+        if now - self._refreshed > _CHECKPOINT_REFRESH_S:
+            # keep the checkpoints' age current while idle (RunStore.resume_offset's rule)
+            self._refreshed = now
+            writer = self.store.writer()
+            for partition in self.owned:
+                position = await consumer.position(TopicPartition(self.log_topic, partition))
+                writer.advance(partition, position)
+            writer.commit()
 
     # -- records ----------------------------------------------------------------------------
 
-    def _on_log(self, partition: int, record: Any, touched: set[str]) -> None:
+    def _ingest(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        writer = self.store.writer()
+        touched: dict[str, RunLog] = {}
+        for tp, records in batch.items():
+            if tp.partition not in self.owned:
+                continue  # revoked while the batch was fetched
+            if tp.topic == self.log_topic:
+                self.records_read += len(records)
+                for record in records:
+                    self._on_log(tp.partition, record, writer, touched)
+                if records:
+                    self._log_next[tp.partition] = records[-1].offset + 1
+                    writer.advance(tp.partition, records[-1].offset + 1)
+            else:
+                for record in records:
+                    self._on_dead_letter(record)
+                if records:
+                    self._dead_next[tp.partition] = records[-1].offset + 1
+        writer.commit()
+        for run in touched.values():
+            run.notify()
+
+    def _on_log(self, partition: int, record: Any, writer: Any, touched: dict[str, RunLog]) -> None:
         if record.key is None:
             return
         try:
             run_id = run_of_log_key(record.key)
             sequence = sequence_of_log_key(record.key)
-        except ValueError:
+        except (ValueError, UnicodeDecodeError):
             return
+        if "\x00" in run_id:  # never admitted (app.core.identifiers); the store's separator
+            return
+        run = self._live.get(run_id)
         if record.value is None:  # a tombstone (`runs delete`)
-            self._drop(run_id, sequence)
-            touched.add(run_id)
+            gone = writer.delete(partition, run_id, sequence)
+            if run is not None:
+                run.events = [e for e in run.events if e.sequence != sequence]
+                if gone or not run.events:
+                    self._uncache(run_id)
+                    self._live.pop(run_id, None)
+                touched[run_id] = run
             return
         try:
             event = orjson.loads(record.value)
         except orjson.JSONDecodeError:
             log.error("run index: undecodable log record %d:%d", partition, record.offset)
             return
+        if not isinstance(event, dict):
+            return
+        event_type = str(event.get("type", ""))
+        appended = int(record.timestamp or 0)
+        writer.put(partition, run_id, sequence, event_type, record.value, record.offset, appended)
+        source = _source_of(record)
+        # Only a run someone reads, or an outcome someone waits for, keeps the decoded event;
+        # anything else keeps at most the bytes (decoded again if ever read: lazily, once).
+        wanted = run is not None or (source is not None and source in self._outcome_waiters)
         logged = LoggedEvent(
             sequence,
-            str(event.get("type", "")),
+            event_type,
             record.value,
-            event,
+            event if wanted else None,
             partition,
             record.offset,
-            int(record.timestamp or 0),
+            appended,
         )
-        run = self.runs.get(run_id)
-        if run is None:
-            run = self.runs[run_id] = RunLog(run_id)
-        if run.events and sequence <= run.events[-1].sequence:
+        if run is not None:
+            self._append(run, logged)
+            touched[run_id] = run
+        if source is not None:
+            self._note(source, Outcome(events=(logged,)))
+
+    def _append(self, run: RunLog, logged: LoggedEvent) -> None:
+        if run.events and logged.sequence <= run.events[-1].sequence:
             # A re-appended sequence (never with transactions): the later record wins.
-            run.events = [e for e in run.events if e.sequence != sequence]
+            run.events = [e for e in run.events if e.sequence != logged.sequence]
             run.events.append(logged)
             run.events.sort(key=lambda e: e.sequence)
         else:
             run.events.append(logged)
         run.status = status_after(run.status, logged.type)
-        touched.add(run_id)
-        self._note(record, Outcome(events=(logged,)))
-
-    def _drop(self, run_id: str, sequence: int) -> None:
-        run = self.runs.get(run_id)
-        if run is None:
-            return
-        run.events = [e for e in run.events if e.sequence != sequence]
-        if not run.events:
-            del self.runs[run_id]
-            run.notify()
+        if run.run_id in self._cache:
+            self._charge(run, len(logged.data) * _DECODED_FACTOR)
 
     def _on_dead_letter(self, record: Any) -> None:
         if record.value is None:
@@ -219,13 +406,11 @@ class RunIndex:
             letter = orjson.loads(record.value)
         except orjson.JSONDecodeError:
             return
-        if isinstance(letter, dict):
-            self._note(record, Outcome(letter=letter))
+        source = _source_of(record)
+        if isinstance(letter, dict) and source is not None:
+            self._note(source, Outcome(letter=letter))
 
-    def _note(self, record: Any, outcome: Outcome) -> None:
-        source = next((v.decode() for k, v in record.headers or () if k == SOURCE_HEADER), None)
-        if source is None:
-            return
+    def _note(self, source: str, outcome: Outcome) -> None:
         earlier = self.outcomes.get(source)
         if earlier is not None and outcome.events:  # a command appends several events
             outcome = Outcome(events=earlier.events + outcome.events)
@@ -237,38 +422,99 @@ class RunIndex:
             if not waiter.done():
                 waiter.set_result(outcome)
 
+    # -- the cache ----------------------------------------------------------------------------
+
+    def _charge(self, run: RunLog, amount: int) -> None:
+        run.charge += amount
+        self._cached_bytes += amount
+        while self._cached_bytes > self.cache_bytes and len(self._cache) > 1:
+            oldest = next(iter(self._cache))
+            if oldest == run.run_id:
+                self._cache.move_to_end(oldest)
+                oldest = next(iter(self._cache))
+                if oldest == run.run_id:
+                    break
+            self._uncache(oldest)
+
+    def _uncache(self, run_id: str) -> None:
+        found = self._cache.pop(run_id, None)
+        if found is not None:
+            self._cached_bytes -= found.charge
+            found.charge = 0
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._cached_bytes
+
+    def _load(self, run_id: str) -> RunLog | None:
+        partition = partition_for_run(run_id, self.partitions) if self.partitions else -1
+        if partition not in self.ready_partitions or self._store is None:
+            return None
+        found = self._live.get(run_id)
+        if found is not None:
+            if run_id in self._cache:
+                self._cache.move_to_end(run_id)
+            return found
+        stored = self.store.events(partition, run_id)
+        if not stored:
+            return None
+        self.loaded_runs += 1
+        events = [
+            LoggedEvent(e.sequence, e.type, e.data, None, partition, e.offset, e.appended_ms)
+            for e in stored
+        ]
+        run = RunLog(run_id, events, status=status_of(e.type for e in events), partition=partition)
+        self._live[run_id] = run
+        self._cache[run_id] = run
+        self._charge(run, sum(len(e.data) for e in events) * _DECODED_FACTOR)
+        return run
+
     # -- readers ----------------------------------------------------------------------------
 
     def get(self, run_id: str) -> RunLog | None:
-        return self.runs.get(run_id)
+        """The run, if its partition is owned here and ready and it has a recorded event."""
+        return self._load(run_id)
+
+    def summaries(self) -> Iterator[RunSummary]:
+        """Every run of the ready partitions, from the store (the viewer's listing)."""
+        for partition in sorted(self.ready_partitions):
+            yield from self.store.summaries(partition)
+
+    def in_memory(self) -> int:
+        """Runs held in memory (cached, or held by a reader)."""
+        return len(self._live)
 
     async def lookup(self, run_id: str, timeout: float) -> RunLog | None:
-        """The run, or None only once this worker has read the log up to where it ended when
-        asked. Read-your-writes across workers: a run that another worker has just recorded
-        (and answered 201 for) is never "not found" here merely because this worker's tail is
-        a few records behind. Known runs answer at once; waits at most ``timeout`` seconds."""
-        found = self.runs.get(run_id)
+        """The run, or None only once this worker has read its partition of the log up to
+        where it ended when asked (read-your-writes: a run recorded a moment ago by a write
+        this worker did not see is never "not found" merely because the tail is behind).
+        Known runs answer at once; waits at most ``timeout`` seconds."""
+        found = self._load(run_id)
         if found is not None:
             return found
-        await self.read_to_end(timeout)
-        return self.runs.get(run_id)
+        if self.partitions:
+            await self.read_to_end([partition_for_run(run_id, self.partitions)], timeout)
+        return self._load(run_id)
 
-    async def read_to_end(self, timeout: float) -> bool:
-        """Wait until every log partition has been read up to its last stable offset as of
-        now (read_committed end offsets). False when that did not happen within ``timeout``."""
+    async def read_to_end(self, partitions: Iterable[int], timeout: float) -> bool:
+        """Wait until these owned partitions of the log have been read up to their last stable
+        offset as of now. False when that did not happen within ``timeout``."""
         consumer = self._consumer
-        if consumer is None or not self._log_tps:
+        tps = [TopicPartition(self.log_topic, p) for p in partitions if p in self.owned]
+        if consumer is None or not tps:
             return False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
-            ends = await asyncio.wait_for(consumer.end_offsets(self._log_tps), timeout)
+            ends = await asyncio.wait_for(consumer.end_offsets(tps), timeout)
         except Exception as exc:  # the broker is away: answer from what has been read
             log.warning("run index: end offsets unavailable (%s)", type(exc).__name__)
             return False
         while True:
             behind = False
             for tp, end in ends.items():
+                if tp.partition not in self.owned:
+                    return False
                 if await consumer.position(tp) < end:
                     behind = True
                     break
@@ -279,6 +525,11 @@ class RunIndex:
                 return False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._progress.wait(), remaining)
+
+    async def progress(self, timeout: float) -> None:
+        """Return after the next fetch round (or ``timeout``)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._progress.wait(), timeout)
 
     async def outcome_of(self, partition: int, offset: int, timeout: float) -> Outcome | None:
         """The outcome of the admission record at ``partition:offset``, waiting at most

@@ -15,10 +15,12 @@ from pathlib import Path
 from app.core.command_seal import MIN_KEY_BYTES
 from app.core.http_guard import is_loopback_bind
 from app.core.limits import DEPTH_CEILING, DEPTH_FLOOR, Limits
+from app.core.ownership import advertised_url_problem
 from app.shell.errors import OperatorError
 
 __all__ = [
     "SECRET_VARIABLES",
+    "advertised_url_of",
     "VARIABLES",
     "Settings",
     "check_exposure",
@@ -72,7 +74,21 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "6066",
         "Port of the worker's web server (/health, /metrics, OpenWOP HTTP).",
     ),
-    ("A2UI_STREAM_DATA_DIR", "./.a2ui-stream", "Worker data directory (Faust table state)."),
+    (
+        "A2UI_STREAM_DATA_DIR",
+        "./.a2ui-stream",
+        "Worker data directory (Faust table state, and the run store of the partitions this worker owns: run-store/).",
+    ),
+    (
+        "A2UI_STREAM_ADVERTISED_URL",
+        "",
+        "The address other workers forward this worker's runs' requests to (scheme://host:port, as Kafka Streams' application.server), advertised on the owners topic for the partitions its validator owns. Default: http://<A2UI_STREAM_WEB_HOST>:<A2UI_STREAM_WEB_PORT> (the host name when the web host is 0.0.0.0 or ::). Set it when workers reach each other through another name or port.",
+    ),
+    (
+        "A2UI_STREAM_RUN_CACHE_MB",
+        "64",
+        "Memory for recently read runs (their events, decoded) in front of the run store; runs being streamed stay in memory while read. 1 to 65536.",
+    ),
     (
         "A2UI_STREAM_FAST_GROUPS",
         "0",
@@ -234,6 +250,8 @@ class Settings:
     secrets_file: str = ""
     limits: Limits = Limits()
     gateway_key: str = field(default="", repr=False)
+    advertised_url: str = ""
+    run_cache_mb: int = 64
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -295,9 +313,34 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         secrets_file=env.get("A2UI_STREAM_SECRETS_FILE", "").strip(),
         limits=_limits(env),
         gateway_key=_gateway_key(env),
+        advertised_url=_advertised_url(env),
+        run_cache_mb=_int(env, "A2UI_STREAM_RUN_CACHE_MB", 1, 65536),
     )
     check_exposure(settings)
     return settings
+
+
+def _advertised_url(env: Mapping[str, str]) -> str:
+    url = env.get("A2UI_STREAM_ADVERTISED_URL", "").strip()
+    if not url:
+        return ""  # derived from the web host and port: advertised_url_of
+    problem = advertised_url_problem(url)
+    if problem is not None:
+        raise OperatorError(f"A2UI_STREAM_ADVERTISED_URL={url!r}: {problem}")
+    return url.rstrip("/")
+
+
+def advertised_url_of(settings: Settings) -> str:
+    """Where other workers reach this one: A2UI_STREAM_ADVERTISED_URL, or the web server's
+    own address (the host name when it binds every interface)."""
+    if settings.advertised_url:
+        return settings.advertised_url
+    host = settings.web_host
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = socket.gethostname()
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{settings.web_port}"
 
 
 def _gateway_key(env: Mapping[str, str]) -> str:

@@ -60,6 +60,7 @@ from app.core.validator import (
 )
 from app.shell.kafka_io import group_consumer, read_range, read_topic
 from app.shell.metrics import Metrics
+from app.shell.ownership import NO_OWNERSHIP, generation_of
 
 __all__ = ["SOURCE_HEADER", "ValidatorConfig", "ValidatorLoop", "now_rfc3339"]
 
@@ -110,6 +111,10 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
             self.loop.generation += 1
             for tp in revoked:
                 self.loop.forget(tp)
+            # issue 15 item 2: the read side follows (app.shell.ownership; never blocks)
+            self.loop.ownership.revoked(
+                [tp.partition for tp in revoked], generation_of(self.loop.consumer)
+            )
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         # Never restore inside the listener: a restore can wait seconds for a pending
@@ -122,6 +127,10 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
             self.loop.generation += 1
             for tp in assigned:
                 self.loop.restore_later(tp)
+            # issue 15 item 2: the read side follows (app.shell.ownership; never blocks)
+            self.loop.ownership.assigned(
+                [tp.partition for tp in assigned], generation_of(self.loop.consumer)
+            )
 
 
 class ValidatorLoop:
@@ -144,6 +153,7 @@ class ValidatorLoop:
         self.generation = 0
         # partitions being restored in the background (paused until installed)
         self.restoring: dict[TopicPartition, asyncio.Task[None]] = {}
+        self.ownership = NO_OWNERSHIP  # issue 15 item 2: the worker's (app.shell.faust_app)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ Routes:
   GET /ui, /ui/                the index of recent runs (the page)
   GET /ui/runs/{runId}         one run's live surfaces (the page; runId in its projected form)
   GET /ui/assets/{name}        the built script, stylesheet and source maps
-  GET /ui/api/runs             recent runs as JSON (same bearer rule as the run endpoints)
+  GET /ui/api/runs             recent runs as JSON (same bearer rule as the run endpoints),
+                               gathered from every partition's owner (issue 15 item 2)
 
 The pages and assets hold no run data and need no token. ``/ui/api/runs`` follows the HTTP
 API's rule: a bearer token unless auth is off (``a2ui-stream up``, loopback only). When the
@@ -19,18 +20,21 @@ assets are not built, every page answers 503 with a page that says how to build 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import faust
 import orjson
 from aiohttp import web
 
 from app.core.http_errors import error
+from app.core.ownership import FORWARDED_HEADER
+from app.core.run_lifecycle import TERMINAL_STATUSES
 from app.core.viewer_index import CONTENT_SECURITY_POLICY, RunSummary, asset_type, recent_runs
-from app.shell.run_index import RunIndex
+from app.shell.run_store import RunSummary as StoredSummary
 from app.shell.settings import Settings
 
 __all__ = ["DIST", "ViewerPages", "register"]
@@ -58,13 +62,49 @@ when npm is available. See docs/viewer.md.</p>
 """
 
 
+class Runs(Protocol):
+    """What the listing reads of the run index (app.shell.run_index.RunIndex)."""
+
+    partitions: int
+    ready_partitions: set[int]
+
+    def summaries(self) -> Iterable[StoredSummary]: ...
+
+
+class Owners(Protocol):
+    """What the listing reads of the ownership map (app.shell.ownership.Ownership)."""
+
+    owned: set[int]
+
+    def owner_urls(self) -> dict[str, str]: ...
+
+    def claimed(self) -> set[int]: ...
+
+
+class Gatherer(Protocol):
+    """How it asks the other owners (app.shell.http_forward.Forwarder)."""
+
+    async def get_json(self, origin: str, path: str, headers: dict[str, str]) -> Any | None: ...
+
+
 class ViewerPages:
     """The viewer's request handlers over a run index and a built assets directory."""
 
     def __init__(
-        self, index: RunIndex, *, auth: bool, tokens: tuple[str, ...], dist: Path = DIST
+        self,
+        index: Runs,
+        *,
+        auth: bool,
+        tokens: tuple[str, ...],
+        dist: Path = DIST,
+        owners: Owners | None = None,
+        gatherer: Gatherer | None = None,
+        worker_id: str = "",
     ) -> None:
         self.index = index
+        self.owners = owners
+        self.gatherer = gatherer
+        self.worker_id = worker_id
         self.auth = auth
         self.tokens = tuple(t.encode() for t in tokens)
         self.dist = dist
@@ -95,23 +135,49 @@ class ViewerPages:
         )
 
     async def runs(self, request: web.Request) -> web.StreamResponse:
+        """The recent runs of the whole deployment: this worker's own partitions from its
+        store, and every other owner's, asked once each (a request that another worker
+        forwarded answers with its own runs only). ``ready`` is false while a partition has
+        no ready owner or an owner did not answer (a rebalance; the list may be partial)."""
         denied = self._unauthenticated(request)
         if denied is not None:
             return denied
-        summaries = (
-            RunSummary(
-                run.run_id,
-                run.last_sequence,
-                run.status,
-                run.terminal,
-                len(run.events),
-                run.events[-1].appended_ms if run.events else 0,
-            )
-            for run in list(self.index.runs.values())
-        )
+        summaries = [
+            RunSummary(s.run_id, s.last_sequence, s.status, s.status in TERMINAL_STATUSES,
+                       s.events, s.updated_ms)
+            for s in self.index.summaries()
+        ]  # fmt: skip
+        owned = self.owners.owned if self.owners is not None else set()
+        ready = owned <= self.index.ready_partitions
+        total = len(summaries)
+        if FORWARDED_HEADER not in request.headers and self.owners is not None:
+            claimed = self.owners.claimed() | owned
+            ready = ready and claimed >= set(range(self.index.partitions))
+            answers = await self._gather(request)
+            for answer in answers:
+                if not isinstance(answer, dict) or not isinstance(answer.get("runs"), list):
+                    ready = False
+                    continue
+                ready = ready and answer.get("ready") is True
+                total += int(answer.get("total", 0))
+                summaries.extend(_remote(answer["runs"]))
         listing = recent_runs(summaries)
-        listing["ready"] = self.index.ready.is_set()  # false while the log is still being read
+        listing["total"] = total
+        listing["ready"] = ready  # false while a partition is still being read or moving
         return _json(200, listing)
+
+    async def _gather(self, request: web.Request) -> list[Any]:
+        if self.owners is None or self.gatherer is None:
+            return []
+        headers = {FORWARDED_HEADER: self.worker_id or "viewer"}
+        if "Authorization" in request.headers:
+            headers["Authorization"] = request.headers["Authorization"]
+        origins = sorted(set(self.owners.owner_urls().values()))
+        return list(
+            await asyncio.gather(
+                *(self.gatherer.get_json(origin, "/ui/api/runs", headers) for origin in origins)
+            )
+        )
 
     def _unauthenticated(self, request: web.Request) -> web.Response | None:
         """The HTTP API's bearer rule (app.shell.http_api): constant-time, never logged."""
@@ -129,6 +195,22 @@ class ViewerPages:
         return _json(failure.status, failure.body, {"WWW-Authenticate": 'Bearer realm="openwop"'})
 
 
+def _remote(runs: list[Any]) -> Iterable[RunSummary]:
+    for r in runs:
+        if isinstance(r, dict):
+            try:
+                yield RunSummary(
+                    str(r["runId"]),
+                    int(r["lastSequence"]),
+                    str(r["status"]),
+                    bool(r["isTerminal"]),
+                    int(r["events"]),
+                    int(r["updatedMs"]),
+                )
+            except (KeyError, TypeError, ValueError):
+                continue
+
+
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
         status=status,
@@ -138,9 +220,18 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.
     )
 
 
-def register(app: faust.App, index: RunIndex, settings: Settings) -> ViewerPages:
+def register(
+    app: faust.App, index: Runs, settings: Settings, owners: Owners, gatherer: Gatherer
+) -> ViewerPages:
     """Add the viewer's routes to the worker's web server."""
-    pages = ViewerPages(index, auth=settings.http_auth, tokens=settings.http_tokens)
+    pages = ViewerPages(
+        index,
+        auth=settings.http_auth,
+        tokens=settings.http_tokens,
+        owners=owners,
+        gatherer=gatherer,
+        worker_id=settings.worker_id,
+    )
 
     def view(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> type:
         class _View(faust.web.View):

@@ -379,3 +379,57 @@ async def publish_raw(
                 return value
         await asyncio.sleep(0.2)
     return None
+
+
+# -- ownership (issue 15 item 2) ------------------------------------------------------------------
+
+
+async def owners_of(http: Http, bootstrap: str) -> dict[int, str]:
+    """Each claimed partition's advertised URL, from the owners topic as every worker folds it."""
+    from app.core.ownership import Owner, apply_owner, decode_owner
+    from app.shell.kafka_io import read_topic
+
+    topic = http.get("/health").body["topics"]["owners"]
+    folded: dict[int, Owner] = {}
+    for record in await read_topic(bootstrap, topic):
+        update = decode_owner(record.key, record.value)
+        if update is not None:
+            after = apply_owner(folded.get(update.partition), update)
+            if after is None:
+                folded.pop(update.partition, None)
+            else:
+                folded[update.partition] = after
+    return {p: o.url for p, o in folded.items() if o.owned}
+
+
+def wait_owned(
+    workers: list[Http], bootstrap: str, partitions: int, timeout: float = 60
+) -> dict[int, str]:
+    """Wait until every partition is claimed by one of ``workers`` and each answers for it."""
+    deadline = time.monotonic() + timeout
+    bases = {w.base for w in workers}
+    while time.monotonic() < deadline:
+        owners = asyncio.run(owners_of(workers[0], bootstrap))
+        if set(owners) == set(range(partitions)) and set(owners.values()) <= bases:
+            return owners
+        time.sleep(0.3)
+    raise AssertionError(f"partitions not all claimed in {timeout} s: {owners}")
+
+
+def run_on(partitions: set[int], count: int, tenant: str = "fwd") -> str:
+    """A fresh runId whose partition (of ``count``) is in ``partitions``."""
+    from app.core.keys import partition_for_run
+
+    while True:
+        run = f"{tenant}/run-{uuid.uuid4().hex}"
+        if partition_for_run(run, count) in partitions:
+            return run
+
+
+def metric(http: Http, name: str) -> float:
+    """The value of one /metrics sample line (its full name with labels)."""
+    text = http.get("/metrics").raw.decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0

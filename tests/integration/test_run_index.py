@@ -1,13 +1,12 @@
-"""The HTTP side's log tail (app.shell.run_index) against the harness broker.
-
-A run another worker has just recorded must never read as "not found" on this worker merely
-because this worker's tail is behind (read-your-writes across workers, docs/http.md).
-"""
+"""The read side's tail of the owned partitions (app.shell.run_index) against the harness
+broker: read-your-writes, restore from the store's checkpoint, and revocation."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -20,49 +19,116 @@ from app.shell.topics_admin import desired_for, ensure_topics
 
 pytestmark = pytest.mark.broker
 
+RUN = "tenant/run-index"
 
-async def _started_index(bootstrap: str, settings: Settings) -> tuple[RunIndex, dict[str, str]]:
+
+async def _topics(bootstrap: str, settings: Settings) -> dict[str, str]:
     specs = [s for s in desired_for(settings) if s.id in ("log", "deadletter")]
     await ensure_topics(bootstrap, specs)
-    names = {s.id: s.name for s in specs}
-    index = RunIndex(bootstrap, names["log"], names["deadletter"])
+    return {s.id: s.name for s in specs}
+
+
+@contextlib.asynccontextmanager
+async def _tailing(
+    bootstrap: str, names: dict[str, str], store: Path, partitions: set[int]
+) -> AsyncIterator[RunIndex]:
+    index = RunIndex(bootstrap, names["log"], names["deadletter"], store)
     await index.start()
-    return index, names
-
-
-async def test_lookup_reads_to_the_log_end_before_answering_not_found(broker, settings) -> None:
-    index, names = await _started_index(broker.bootstrap, settings)
     stopping = asyncio.Event()
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
-    await producer.start()
-    tail: asyncio.Task[None] | None = None
+    tail = asyncio.create_task(index.run(stopping))
+    index.assigned(frozenset(partitions))
     try:
-        run = "tenant/run-index"
-        event = {"type": "run.created", "runId": run, "sequence": 0}
-        await producer.send_and_wait(
-            names["log"],
-            orjson.dumps(event),
-            key=log_key(run, 0),
-            partition=partition_for_run(run, settings.partitions),
-        )
-        # The record is acknowledged but this worker's tail has not read it yet (it is not
-        # running): a plain read misses it, and a lookup waits instead of saying "not found".
-        assert index.get(run) is None
-        looking = asyncio.create_task(index.lookup(run, timeout=30))
-        await asyncio.sleep(1.0)
-        assert not looking.done()
-        tail = asyncio.create_task(index.run(stopping))
-        looked = await asyncio.wait_for(looking, 30)
-        assert looked is not None and looked.last_sequence == 0
-        # A run nobody recorded: None once read to the end, well before the timeout.
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        assert await index.lookup("tenant/never-recorded", timeout=30) is None
-        assert loop.time() - started < 15
+        for _ in range(300):
+            if partitions <= index.ready_partitions:
+                break
+            await asyncio.sleep(0.1)
+        assert partitions <= index.ready_partitions
+        yield index
+    finally:
+        stopping.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(tail, 5)
+        await index.stop()
+
+
+async def _append(bootstrap: str, topic: str, run: str, sequences: range, partitions: int) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for sequence in sequences:
+            event = {"type": "ui.a2ui-surface", "runId": run, "sequence": sequence}
+            await producer.send_and_wait(
+                topic,
+                orjson.dumps(event),
+                key=log_key(run, sequence),
+                partition=partition_for_run(run, partitions),
+            )
     finally:
         await producer.stop()
-        stopping.set()
-        if tail is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(tail, 5)
-        await index.stop()
+
+
+async def test_lookup_reads_to_the_log_end_before_answering_not_found(
+    broker, settings, tmp_path: Path
+) -> None:
+    names = await _topics(broker.bootstrap, settings)
+    partition = partition_for_run(RUN, settings.partitions)
+    async with _tailing(broker.bootstrap, names, tmp_path / "store", {partition}) as index:
+        await _append(broker.bootstrap, names["log"], RUN, range(1), settings.partitions)
+        # acknowledged a moment ago: a lookup reads the partition to its end before answering
+        looked = await index.lookup(RUN, timeout=30)
+        assert looked is not None and looked.last_sequence == 0
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        absent = "tenant/never-recorded"
+        if partition_for_run(absent, settings.partitions) == partition:
+            assert await index.lookup(absent, timeout=30) is None
+            assert loop.time() - started < 15
+        # a run of a partition this worker does not own is never answered from here
+        other = next(
+            f"tenant/o-{i}"
+            for i in range(1000)
+            if partition_for_run(f"tenant/o-{i}", settings.partitions) != partition
+        )
+        assert index.get(other) is None
+
+
+async def test_a_restarted_index_resumes_from_its_checkpoint(
+    broker, settings, tmp_path: Path
+) -> None:
+    """Issue 15: a worker's restore reads what it has not stored yet, not the whole log."""
+    names = await _topics(broker.bootstrap, settings)
+    partition = partition_for_run(RUN, settings.partitions)
+    store = tmp_path / "store"
+    await _append(broker.bootstrap, names["log"], RUN, range(50), settings.partitions)
+    async with _tailing(broker.bootstrap, names, store, {partition}) as first:
+        assert first.records_read == 50
+        run = first.get(RUN)
+        assert run is not None and run.last_sequence == 49
+    await _append(broker.bootstrap, names["log"], RUN, range(50, 60), settings.partitions)
+    async with _tailing(broker.bootstrap, names, store, {partition}) as second:
+        assert second.records_read == 10  # from the checkpoint, not from the beginning
+        run = second.get(RUN)
+        assert run is not None and [e.sequence for e in run.events] == list(range(60))
+        assert run.events[59].event["sequence"] == 59  # decoded on first use
+
+
+async def test_a_revoked_partition_leaves_and_its_readers_are_told(
+    broker, settings, tmp_path: Path
+) -> None:
+    names = await _topics(broker.bootstrap, settings)
+    partition = partition_for_run(RUN, settings.partitions)
+    await _append(broker.bootstrap, names["log"], RUN, range(3), settings.partitions)
+    async with _tailing(broker.bootstrap, names, tmp_path / "store", {partition}) as index:
+        held = index.get(RUN)
+        assert held is not None
+        changed = held.changed
+        index.revoked(frozenset({partition}))
+        assert changed.is_set() and held.moved  # an SSE stream on it ends; its client resumes
+        assert index.get(RUN) is None and partition not in index.ready_partitions
+        index.assigned(frozenset({partition}))  # back again: served once read up to the end
+        for _ in range(300):
+            if partition in index.ready_partitions:
+                break
+            await asyncio.sleep(0.1)
+        again = index.get(RUN)
+        assert again is not None and again.last_sequence == 2 and not again.moved

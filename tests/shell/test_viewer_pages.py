@@ -2,25 +2,49 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import orjson
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
-from app.shell.run_index import LoggedEvent, RunLog
+from app.shell.run_store import RunSummary
 from app.shell.viewer import ViewerPages
 
 
 class FakeIndex:
+    """The run index's summaries of the partitions it serves (app.shell.run_index)."""
+
     def __init__(self) -> None:
-        self.runs: dict[str, RunLog] = {}
-        self.ready = asyncio.Event()
+        self.partitions = 2
+        self.ready_partitions: set[int] = set()
+        self.runs: list[RunSummary] = []
+
+    def summaries(self) -> list[RunSummary]:
+        return self.runs
 
 
-def _event(sequence: int, appended_ms: int) -> LoggedEvent:
-    return LoggedEvent(sequence, "ui.a2ui-surface", b"{}", {}, 0, sequence, appended_ms)
+class FakeOwners:
+    def __init__(self, owned: set[int], others: dict[str, str], claimed: set[int]) -> None:
+        self.owned, self.others, self._claimed = owned, others, claimed
+
+    def owner_urls(self) -> dict[str, str]:
+        return self.others
+
+    def claimed(self) -> set[int]:
+        return self._claimed
+
+
+class FakeGatherer:
+    """Another owner's answer to the forwarded listing."""
+
+    def __init__(self, answers: dict[str, object]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, dict[str, str]]] = []
+
+    async def get_json(self, origin: str, path: str, headers: dict[str, str]) -> object:
+        self.asked.append((origin, headers))
+        return self.answers.get(origin)
 
 
 @pytest.fixture
@@ -68,9 +92,11 @@ async def test_missing_build_answers_how_to_build(tmp_path: Path) -> None:
 
 async def test_runs_listing_and_its_bearer_rule(dist: Path) -> None:
     pages, index = _pages(dist, auth=True)
-    index.runs["acme/r1"] = RunLog("acme/r1", [_event(0, 1000), _event(1, 5000)])
-    index.runs["acme/r2"] = RunLog("acme/r2", [_event(0, 3000)], status="completed")
-    index.ready.set()
+    index.runs = [
+        RunSummary("acme/r1", 0, 1, 2, "running", 5000),
+        RunSummary("acme/r2", 1, 0, 1, "completed", 3000),
+    ]
+    index.ready_partitions = {0, 1}
     denied = await pages.runs(make_mocked_request("GET", "/ui/api/runs"))
     assert denied.status == 401 and "WWW-Authenticate" in denied.headers
     wrong = make_mocked_request("GET", "/ui/api/runs", headers={"Authorization": "Bearer nope"})
@@ -85,3 +111,57 @@ async def test_runs_listing_and_its_bearer_rule(dist: Path) -> None:
     ]
     open_pages, open_index = _pages(dist, auth=False)  # the embedded mode: auth off
     assert (await open_pages.runs(make_mocked_request("GET", "/ui/api/runs"))).status == 200
+
+
+async def test_the_listing_gathers_every_owners_runs(dist: Path) -> None:
+    """Issue 15 item 2: this worker lists its own partitions from its store and asks each
+    other owner once (marked forwarded, with the caller's token); the newest come first."""
+    index = FakeIndex()
+    index.partitions = 3
+    index.runs = [RunSummary("acme/here", 0, 4, 5, "running", 2000)]
+    index.ready_partitions = {0}
+    other = {
+        "runs": [
+            {
+                "runId": "acme/there",
+                "lastSequence": 0,
+                "status": "completed",
+                "isTerminal": True,
+                "events": 1,
+                "updatedMs": 9000,
+            }
+        ],
+        "total": 1,
+        "ready": True,
+    }
+    gatherer = FakeGatherer({"http://127.0.0.1:7001": other})
+    owners = FakeOwners({0}, {"inst-b": "http://127.0.0.1:7001"}, {0, 1, 2})
+    pages = ViewerPages(
+        index,  # type: ignore[arg-type]
+        auth=True,
+        tokens=("t0k",),
+        dist=dist,
+        owners=owners,  # type: ignore[arg-type]
+        gatherer=gatherer,
+        worker_id="w-a",
+    )
+    request = make_mocked_request("GET", "/ui/api/runs", headers={"Authorization": "Bearer t0k"})
+    body = orjson.loads((await pages.runs(request)).body)
+    assert [r["runId"] for r in body["runs"]] == ["acme/there", "acme/here"]
+    assert body["total"] == 2 and body["ready"] is True
+    ((origin, headers),) = gatherer.asked
+    assert origin == "http://127.0.0.1:7001"
+    assert headers["Authorization"] == "Bearer t0k" and headers["A2UI-Stream-Forwarded"] == "w-a"
+    # an owner that does not answer, or a partition nobody claims: a partial list, not ready
+    gatherer.answers.clear()
+    body = orjson.loads((await pages.runs(request)).body)
+    assert [r["runId"] for r in body["runs"]] == ["acme/here"] and body["ready"] is False
+    # a forwarded listing answers with this worker's own runs only
+    forwarded = make_mocked_request(
+        "GET",
+        "/ui/api/runs",
+        headers={"Authorization": "Bearer t0k", "A2UI-Stream-Forwarded": "w-b"},
+    )
+    gatherer.asked.clear()
+    body = orjson.loads((await pages.runs(forwarded)).body)
+    assert [r["runId"] for r in body["runs"]] == ["acme/here"] and gatherer.asked == []
