@@ -15,7 +15,9 @@ offset), so every log event and dead letter, which name their source record in t
   committed past it (an absent outcome at or past the committed offset is pending: the
   pipeline stalled there, which fails the scenario too, but nothing was dropped);
 - duplicated: a second outcome for one record, an output for a record the oracle says is an E2
-  duplicate (a correlationId recorded twice), or a ``runId#sequence`` written twice;
+  duplicate (a correlationId recorded twice), or a ``runId#sequence`` written twice (counted
+  per extra output); ``twice`` counts the records themselves that got more than one outcome
+  (what a member deciding records its successor decides too leaves behind);
 - mis-ordered: a run whose log is not gap-free (0, 1, 2, ...) or whose events do not come from
   the oracle's records in the oracle's order (publication order);
 - wrong: an event where a dead letter was due or the reverse, or another refusal code.
@@ -162,6 +164,7 @@ class Accounting:
     lost: int = 0
     pending: int = 0
     duplicated: int = 0
+    twice: int = 0  # records with more than one outcome (each also counted in duplicated)
     misordered: int = 0
     wrong: int = 0
     events: int = 0
@@ -182,7 +185,8 @@ class Accounting:
         return (
             f"published={self.published} {sign} admitted={self.admitted} + "
             f"refused={self.refused} + deduplicated={self.deduplicated}; lost={self.lost} "
-            f"duplicated={self.duplicated} misordered={self.misordered} wrong={self.wrong}"
+            f"duplicated={self.duplicated} (records with two outcomes={self.twice}) "
+            f"misordered={self.misordered} wrong={self.wrong}"
             + (f" pending={self.pending}" if self.pending else "")
         )
 
@@ -236,6 +240,7 @@ def _match(acc: Accounting, src: Source, wanted: Want, outputs: list[tuple[str, 
     if wanted.kind == "deduplicated":
         if outputs:
             acc.duplicated += len(outputs)
+            acc.twice += 1  # its outcome was "nothing new"; it got one more
             acc.note(f"{src}: an E2 duplicate got {len(outputs)} output(s)")
         else:
             acc.deduplicated += 1
@@ -247,6 +252,7 @@ def _match(acc: Accounting, src: Source, wanted: Want, outputs: list[tuple[str, 
     due = len(wanted.events) if wanted.kind == "admitted" else 1
     if len(outputs) > due:
         acc.duplicated += len(outputs) - due
+        acc.twice += 1
         acc.note(f"{src}: {len(outputs)} outputs, {due} due")
     if wanted.kind == "admitted":
         right = all(kind == "event" for kind, _ in outputs) and {v for _, v in outputs} == set(

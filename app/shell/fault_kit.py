@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from app.core.admission import Admitted, Deduplicated, decide
 from app.core.payload_rules import PayloadRules
@@ -59,6 +59,7 @@ __all__ = [
     "expected_outcomes",
     "image",
     "observe",
+    "open_transactions",
     "publish",
     "publish_paced",
     "topic_names",
@@ -100,6 +101,7 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.kills = 0
+        self.paused = False
         self.exits: list[int] = []  # return codes of exits we did not cause
 
     def env(self) -> dict[str, str]:
@@ -147,6 +149,7 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hook runs, an open transaction is left behind."""
+        self.paused = False  # SIGKILL ends a stopped process too
         self._note_exit()
         if self.proc is not None:
             self.proc.send_signal(signal.SIGKILL)
@@ -154,7 +157,21 @@ class WorkerProcess:
             self.kills += 1
             self.proc = None
 
+    def pause(self) -> None:
+        """SIGSTOP: the process stands still (a GC pause, a stalled VM) with whatever it held:
+        no heartbeat, no request, an open transaction stays open."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT: it carries on where it stood, unaware of what the group did meanwhile."""
+        if self.proc is not None and self.paused:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
     def stop(self) -> None:
+        self.resume()  # a stopped process would not handle SIGTERM
         self._note_exit()
         if self.proc is not None:
             self.proc.send_signal(signal.SIGTERM)
@@ -191,6 +208,17 @@ class WorkerProcess:
                 total += int(float(line.rsplit(" ", 1)[1]))
         return total
 
+    def partitions(self) -> list[int]:
+        """The admission partitions this worker's validator owns and has restored (the
+        partitions of its consumer-lag gauge; none while it is not serving)."""
+        try:
+            text = self.metrics()
+        except OSError:
+            return []
+        return sorted(
+            int(m.group(1)) for m in re.finditer(r'a2ui_consumer_lag\{[^}]*partition="(\d+)"', text)
+        )
+
     def outcomes_counted(self) -> int:
         """Records this incarnation decided (admitted, refused or deduplicated)."""
         return sum(
@@ -215,6 +243,39 @@ class WorkerProcess:
 
     def tail(self, n: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-n:] if self.log_path.exists() else ""
+
+
+async def open_transactions(
+    bootstrap: str, topics: Sequence[str], partitions: Sequence[int], *, timeout: float = 10.0
+) -> list[tuple[str, int]]:
+    """The topic-partitions among ``topics`` x ``partitions`` where a transaction is open: the
+    last stable offset is below the high watermark (records written, no commit or abort marker
+    yet). Asked of the broker, so it is true of a producer that stands still (SIGSTOP)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        fetch_max_wait_ms=50,
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in partitions]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        await consumer.seek_to_end(*tps)  # read_committed: the last stable offset
+        deadline = time.monotonic() + timeout
+        while any(consumer.last_stable_offset(tp) is None for tp in tps):
+            if time.monotonic() > deadline:
+                raise TimeoutError("no fetch response told the last stable offsets")
+            await consumer.getmany(timeout_ms=100)
+        return [
+            (tp.topic, tp.partition)
+            for tp in tps
+            if (consumer.last_stable_offset(tp) or 0) < (consumer.highwater(tp) or 0)
+        ]
+    finally:
+        await consumer.stop()
 
 
 async def apply_topics(broker: Broker, settings: Settings) -> None:

@@ -50,6 +50,7 @@ from app.shell.fault_kit import (
     WorkerProcess,
     apply_topics,
     corpus,
+    open_transactions,
     publish_paced,
     topic_names,
 )
@@ -102,6 +103,7 @@ class Report:
             "lost": acc.lost,
             "pending": acc.pending,
             "duplicated": acc.duplicated,
+            "twice": acc.twice,
             "misordered": acc.misordered,
             "wrong": acc.wrong,
             "events": acc.events,
@@ -197,9 +199,11 @@ class Stage:
         self.background(fleet.run(self.stopping))
         return fleet
 
-    async def publish(self, records: Sequence[Published], seconds: float) -> None:
+    async def publish(
+        self, records: Sequence[Published], seconds: float, *, chunk: int = 50
+    ) -> None:
         resent = await publish_paced(
-            self.broker.bootstrap, self.topics["admission"], records, seconds=seconds
+            self.broker.bootstrap, self.topics["admission"], records, seconds=seconds, chunk=chunk
         )
         if resent:
             self.figures["records re-sent after a send failure"] += resent
@@ -445,6 +449,106 @@ async def rebalance_kill(broker: Broker, size: int, tmp: Path, seed: int = 1) ->
         await stage.close(report)
 
 
+# A zombie is resumed at the latest this long after its SIGSTOP: past its session timeout (10 s
+# with A2UI_STREAM_FAST_GROUPS) and the group's move, and before the broker aborts the open
+# transaction it holds on its own (the validator's transaction timeout is 30 s, and the broker
+# looks for expired transactions every 10 s), so that the zombie wakes with it still open.
+ZOMBIE_STOP_SECONDS = 27.0
+# How long a round looks for a moment when the member holds an open transaction (it does a
+# few percent of the time at this stream's rate; each look stops it for about 0.1 s).
+STOP_SEARCH_SECONDS = 45.0
+_FENCED = b"fenced"  # the validator's log line when a partition's producer was fenced
+
+
+def _restores(worker: WorkerProcess) -> int:
+    """Partitions the worker's validator restored ("validator: partition N restored: ...")."""
+    return worker.log_count(b" restored: ")
+
+
+async def zombie_member(broker: Broker, size: int, tmp: Path, seed: int = 1) -> Report:
+    """Two members in one group; each round one of them is stopped (SIGSTOP) while it decides
+    records, for longer than its session timeout: the group drops it and moves its partitions to
+    the other member, which restores them and decides records there. Then the stopped member is
+    resumed (SIGCONT) with whatever it held: fetched records, an open transaction, staged state.
+    A member that lost its partitions must not commit an outcome for them (issue 15 item 4)."""
+    stage = Stage(broker, tmp, "zombie-member", size, partitions=4)
+    report: Report | None = None
+    rounds = max(2, size // 6000)
+    records = _corpus(size, seed, "zombie")
+    rng = random.Random(seed)
+    partitions = stage.settings.partitions
+    try:
+        await stage.prepare()
+        fleet = await stage.fleet(2)
+        members = [stage.worker("w1"), stage.worker("w2")]
+
+        async def stop_holding_a_transaction(victim: WorkerProcess) -> None:
+            """SIGSTOP ``victim`` at a moment when the broker says it holds an open
+            transaction on one of its partitions (records written, no commit yet; asked while
+            it stands still). A stop that finds none is undone at once (a tenth of a second,
+            far below the session timeout) and tried again; past ``STOP_SEARCH_SECONDS`` it
+            stays stopped anyway (a stop mid-stream, counted as such)."""
+            owned = await asyncio.to_thread(victim.partitions)
+            topics = [stage.topics["log"], stage.topics["deadletter"]]
+            deadline = time.monotonic() + STOP_SEARCH_SECONDS
+            attempts = 0
+            while True:
+                attempts += 1
+                victim.pause()
+                held = await open_transactions(broker.bootstrap, topics, owned)
+                if held or time.monotonic() > deadline:
+                    break
+                victim.resume()
+                await asyncio.sleep(rng.uniform(0.0, 0.05))
+            stage.figures["stop attempts"] += attempts
+            if held:
+                stage.figures["stops holding an open transaction"] += 1
+
+        async def chaos() -> None:
+            stopped_for: list[float] = []
+            for n in range(rounds):
+                victim, other = members[n % 2], members[1 - n % 2]
+                await asyncio.gather(*(m.wait_progress(timeout=60) for m in members))
+                restored = _restores(other)
+                await stop_holding_a_transaction(victim)
+                stopped = time.monotonic()
+                stage.faults["member SIGSTOPped past its session timeout"] += 1
+                deadline = stopped + ZOMBIE_STOP_SECONDS
+                # The group moved on: the other member restored every partition (an eager
+                # rebalance gives it all of them, the zombie's included) and decided records.
+                while _restores(other) < restored + partitions and time.monotonic() < deadline:
+                    await asyncio.sleep(0.2)
+                moved = _restores(other) >= restored + partitions
+                if moved:
+                    progress = other.outcomes_counted()
+                    await other.wait_progress(
+                        beyond=progress, timeout=max(0.5, deadline - time.monotonic())
+                    )
+                else:
+                    stage.figures["stops resumed before the group moved on"] += 1
+                stopped_for.append(time.monotonic() - stopped)
+                victim.resume()
+                stage.faults["zombie resumed (SIGCONT)"] += 1
+                # It learns from its next heartbeat that it was dropped, rejoins, and decides
+                # again for the partitions the group gives it back.
+                await victim.wait_progress(beyond=victim.outcomes_counted(), timeout=90)
+            stage.figures["seconds stopped, shortest"] = round(min(stopped_for))
+            stage.figures["seconds stopped, longest"] = round(max(stopped_for))
+            if stage.figures["stops resumed before the group moved on"] == rounds:
+                stage.failures.append("the group never moved a stopped member's partitions")
+
+        # Each round: both members' progress, the stop (session timeout, the rebalance, the
+        # restore, progress), the zombie's return and rejoin; the stream flows all along.
+        seconds = rounds * 50.0 + 10.0
+        # Small chunks: a steady stream, so that a member is often inside a transaction.
+        await asyncio.gather(stage.publish(records, seconds=seconds, chunk=5), chaos())
+        report = await stage.finish(lambda: fleet.views)
+        report.figures["fenced (the validator's log)"] = sum(m.log_count(_FENCED) for m in members)
+        return report
+    finally:
+        await stage.close(report)
+
+
 async def subscriber_pause(broker: Broker, size: int, tmp: Path, seed: int = 1) -> Report:
     """Subscribers that stop reading for a while and catch up: one whose application stops
     pulling surfaces (its client suspended, frames pile up on its topic), one that goes away
@@ -663,5 +767,6 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("subscriber-pause", subscriber_pause, "subscribers stop reading, catch up"),
         Scenario("resync-storm", resync_storm, "many full-surface requests at once"),
         Scenario("producer-retries", producer_retries, "same correlationIds re-sent"),
+        Scenario("zombie-member", zombie_member, "a member stopped past its session resumes"),
     )
 }

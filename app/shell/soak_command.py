@@ -47,6 +47,7 @@ COUNTS = (
     "lost",
     "pending",
     "duplicated",
+    "twice",
     "misordered",
     "wrong",
     "crashes",

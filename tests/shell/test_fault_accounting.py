@@ -91,6 +91,20 @@ def test_a_doubled_output_and_a_recorded_duplicate_are_counted(
     got.dead_letters.append(({"code": "x"}, dup_src))
     acc = tally(len(records), want, got)
     assert (acc.lost, acc.duplicated, acc.misordered) == (0, 2, 0) and not acc.ok
+    assert acc.twice == 2  # two records, each with one outcome too many
+
+
+def test_a_record_decided_by_two_owners_is_counted_once_as_twice(
+    setup: tuple[list[Record], Oracle],
+) -> None:
+    # What a zombie leaves: the same record decided by the old owner and the new one, each
+    # appending its event at the run's next sequence (so a runId#sequence written twice too).
+    records, want = setup
+    got = _perfect(want)
+    event, src = got.events[-1]
+    got.events.append((event, src))
+    acc = tally(len(records), want, got)
+    assert acc.twice == 1 and acc.duplicated == 2 and acc.lost == 0 and not acc.ok
 
 
 def test_a_reordered_run_and_a_wrong_code_are_counted(
