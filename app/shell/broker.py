@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -43,8 +44,10 @@ __all__ = [
     "BrokerFeatures",
     "KAFKA_VERSION",
     "kafka_jars_dir",
+    "probe_transactions",
     "require_kafka",
     "start_broker",
+    "watch_and_remove",
 ]
 
 KAFKA_VERSION = "3.9.1"
@@ -90,6 +93,9 @@ class Broker:
     _stop: Callable[[], None] = field(repr=False, default=lambda: None)
     _restart: Callable[[bool], None] | None = field(repr=False, default=None)
     pid: int | None = None
+    # A temporary directory the broker keeps its files in, removed by stop() (local Kafka
+    # without --data-dir); a detached broker leaves it to a watcher (watch_and_remove).
+    work_dir: Path | None = None
 
     @property
     def is_apache_kafka(self) -> bool:
@@ -149,7 +155,9 @@ def start_broker(
     if choice == "external" or (choice == "auto" and bootstrap):
         if not bootstrap:
             raise OperatorError("A2UI_STREAM_BROKER=external needs KAFKA_BOOTSTRAP=host:port")
-        return _external(bootstrap, say)
+        from app.shell.kafka_io import parse_bootstrap
+
+        return _external(parse_bootstrap(bootstrap), say)
     if choice == "docker" or (choice == "auto" and _docker_answers()):
         return _docker(say)
     if choice == "kafka" or (choice == "auto" and _local_kafka_possible(env)):
@@ -168,7 +176,7 @@ def start_broker(
 
 def _external(bootstrap: str, say: Callable[[str], None]) -> Broker:
     _wait_ready(bootstrap, timeout=30.0, what=f"KAFKA_BOOTSTRAP={bootstrap}")
-    transactions = _probe_transactions(bootstrap)
+    transactions = probe_transactions(bootstrap) is True
     # A broker that runs transactions is Apache Kafka (or a real Kafka service): it compacts and
     # keeps its log; tansu is the one Kafka-wire broker here that does none of the three.
     features = APACHE_FEATURES if transactions else TANSU_FEATURES
@@ -183,8 +191,15 @@ def _external(bootstrap: str, say: Callable[[str], None]) -> Broker:
     return Broker("external", bootstrap, features, "external Kafka (KAFKA_BOOTSTRAP)")
 
 
-def _probe_transactions(bootstrap: str) -> bool:
-    async def probe() -> bool:
+def probe_transactions(bootstrap: str) -> bool | None:
+    """Does the broker grant a transactional producer id? True, False (it refused), or None
+    (no answer within 15 s: a Kafka still creating its transaction log says nothing yet).
+
+    A refusal is this question's expected "no", not an error: aiokafka's producer logs it at
+    ERROR ("Unexpected error during InitProducerIdRequest"), so its sender logger is held at
+    CRITICAL for the probe alone."""
+
+    async def probe() -> bool | None:
         from aiokafka import AIOKafkaProducer
 
         producer = AIOKafkaProducer(
@@ -194,6 +209,8 @@ def _probe_transactions(bootstrap: str) -> bool:
         )
         try:
             await asyncio.wait_for(producer.start(), 15)
+        except TimeoutError:
+            return None
         except Exception:  # any refusal of InitProducerId means: no transactions here
             return False
         finally:
@@ -201,7 +218,14 @@ def _probe_transactions(bootstrap: str) -> bool:
                 await producer.stop()
         return True
 
-    return bool(_run_async(probe()))
+    sender = logging.getLogger("aiokafka.producer.sender")
+    level = sender.level
+    sender.setLevel(logging.CRITICAL)
+    try:
+        answer: bool | None = _run_async(probe())
+    finally:
+        sender.setLevel(level)
+    return answer
 
 
 # -- docker (testcontainers) -------------------------------------------------------------------
@@ -345,9 +369,17 @@ class _LocalKafka:
 
     def _format(self) -> None:
         cluster_id = "a2uiStreamLocalKafka0"[:22]
+        # --ignore-formatted: a --data-dir kept from an earlier run is started as it is, with
+        # its topics and records (ports are new each start; the quorum is this one node)
         done = subprocess.run(
             self._java(
-                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.config)
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(self.config),
+                "--ignore-formatted",
             ),
             capture_output=True,
             text=True,
@@ -403,9 +435,15 @@ def _local_kafka(
             "(needs Maven) or set KAFKA_BOOTSTRAP"
         )
     work = data_dir or Path(tempfile.mkdtemp(prefix="a2ui-stream-kafka-"))
+    if data_dir is not None and (data_dir / "data" / "meta.properties").exists():
+        _refuse_in_use(data_dir)  # rewriting its config would break the running broker
+        say(f"broker: reusing {data_dir} (kept from an earlier start: topics and records stay)")
     work.mkdir(parents=True, exist_ok=True)
     node = _LocalKafka(libs, work, say)
-    node.start()
+    try:
+        node.start()
+    except BrokerUnavailableError as exc:
+        raise BrokerUnavailableError(f"{exc} (its log: {work / 'broker.log'})") from None
 
     def stop() -> None:
         node.stop()
@@ -419,9 +457,61 @@ def _local_kafka(
         f"Apache Kafka {KAFKA_VERSION} (local KRaft, {work})",
         _stop=stop,
         _restart=node.restart,
+        work_dir=None if data_dir is not None else work,
     )
     broker.pid = node.proc.pid if node.proc else None
     return broker
+
+
+def _refuse_in_use(data_dir: Path) -> None:
+    """A running Kafka holds a lock on ``data/.lock`` (Java's FileChannel.lock, an fcntl lock
+    on Linux): a kept --data-dir that another broker is using is refused, not restarted."""
+    import fcntl
+
+    lock = data_dir / "data" / ".lock"
+    if not lock.exists():
+        return
+    with open(lock, "a+b") as handle:
+        try:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise OperatorError(
+                f"--data-dir {data_dir} is in use by a running broker: stop it first (its PID "
+                "is in the --pid-file it was started with), or pass another --data-dir"
+            ) from None
+        fcntl.lockf(handle, fcntl.LOCK_UN)
+
+
+# A watcher for a detached broker: polls its PID (a process that is not our child: kill(pid,
+# 0) says whether it still exists) and removes its temporary directory once it is gone.
+_WATCHER = """
+import os, shutil, sys, time
+pid, work = int(sys.argv[1]), sys.argv[2]
+while True:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break
+    except PermissionError:
+        pass
+    time.sleep(1)
+shutil.rmtree(work, ignore_errors=True)
+"""
+
+
+def watch_and_remove(broker: Broker) -> None:
+    """For ``a2ui-stream broker --detach``: the broker outlives this process, and with it the
+    temporary directory ``stop()`` would have removed. A small detached watcher removes the
+    directory when the broker exits (stopped by its PID, as .ci/run does)."""
+    if broker.pid is None or broker.work_dir is None:
+        return
+    subprocess.Popen(
+        [sys.executable, "-c", _WATCHER, str(broker.pid), str(broker.work_dir)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 # -- embedded tansu ---------------------------------------------------------------------------

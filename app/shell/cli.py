@@ -2,7 +2,9 @@
 
 Shell module. Each subcommand lives in its own module and registers itself with
 ``add_parser(subparsers)``; this file only assembles them and maps errors to exit codes
-(0 success, 1 the command's own "not clean" result, 2 usage or operator errors).
+(0 success, 1 the command's own "not clean" result, 2 usage or operator errors, 70 a bug).
+Every error ends as one or two lines that say what to do (``app.shell.errors.report``); the
+traceback only with ``--debug``, which is accepted anywhere on the command line.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
-from app.shell.errors import A2uiStreamError, OperatorError
+from app.shell.errors import report
 
 __all__ = ["build_parser", "main"]
 
@@ -62,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"a2ui-stream {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, print the traceback too (also accepted after the command)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         module = _load(name)
@@ -87,22 +94,21 @@ def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in words  # before or after the command: people add it to what failed
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args([word for word in words if word != "--debug"])
+    args.debug = debug
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
         return 2
     try:
         return int(func(args))
-    except OperatorError as exc:
-        print(f"a2ui-stream: {exc}", file=sys.stderr)
-        return 2
-    except A2uiStreamError as exc:
-        print(f"a2ui-stream: internal error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # one or two lines that say what to do; the traceback with --debug
+        return report(exc, debug=debug)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ from app.core.ops import (
     source_of,
     tombstone_keys,
 )
-from app.shell.commands_runtime import _bootstrap
+from app.shell.commands_runtime import client_command
 from app.shell.errors import OperatorError
-from app.shell.kafka_io import read_topic
+from app.shell.kafka_io import read_topic, require_topic, started
 from app.shell.settings import Settings, load_settings
 from app.shell.topics_admin import desired_for
 
@@ -176,15 +176,17 @@ def _topics(settings: Settings) -> dict[str, str]:
 
 
 def _read(bootstrap: str, topic: str, partitions: list[int] | None = None) -> list[Any]:
-    return asyncio.run(
-        read_topic(
+    async def read() -> list[Any]:
+        await require_topic(bootstrap, topic)  # a missing topic is said, not read as empty
+        return await read_topic(
             bootstrap,
             topic,
             isolation="read_committed",
             partitions=partitions,
             timeout=_READ_TIMEOUT,
         )
-    )
+
+    return asyncio.run(read())
 
 
 def _letters(records: Sequence[Any]) -> list[tuple[Any, dict[str, Any]]]:
@@ -196,7 +198,7 @@ def _letters(records: Sequence[Any]) -> list[tuple[Any, dict[str, Any]]]:
 
 def _run_list(args: argparse.Namespace) -> int:
     settings = load_settings()
-    bootstrap = _bootstrap(args, settings)
+    bootstrap = client_command(args, settings)
     # Every partition, even with --run: a record_key_mismatch dead letter sits on the partition
     # the record was (wrongly) published to, not on its run's.
     letters = [letter for _, letter in _letters(_read(bootstrap, _topics(settings)["deadletter"]))]
@@ -225,7 +227,7 @@ def _find(bootstrap: str, settings: Settings, source: Position) -> tuple[Any, di
 
 def _run_show(args: argparse.Namespace) -> int:
     settings = load_settings()
-    record, letter = _find(_bootstrap(args, settings), settings, args.source)
+    record, letter = _find(client_command(args, settings), settings, args.source)
     original = original_of(letter)
     print(
         f"dead letter at {record.topic} {record.partition}:{record.offset}"
@@ -252,7 +254,7 @@ def _run_replay(args: argparse.Namespace) -> int:
     if args.run is not None and args.code is None:
         raise OperatorError("--run narrows --code; with --source the dead letter is already one")
     settings = load_settings()
-    bootstrap = _bootstrap(args, settings)
+    bootstrap = client_command(args, settings)
     topics = _topics(settings)
     plans: list[Resubmission | NotReplayable]
     if args.source is not None:
@@ -315,14 +317,10 @@ def _describe(plan: Resubmission) -> str:
 async def _publish(bootstrap: str, topic: str, plans: list[Resubmission]) -> list[Position]:
     if not plans:
         return []
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    try:
+    async with started(AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")) as producer:
         # key = runId and the default partitioner: the run's partition, as for any producer.
         futures = [await producer.send(topic, plan.value, key=plan.key) for plan in plans]
         return [((m := await f).partition, m.offset) for f in futures]
-    finally:
-        await producer.stop()
 
 
 # -- runs delete ------------------------------------------------------------------------------
@@ -330,7 +328,7 @@ async def _publish(bootstrap: str, topic: str, plans: list[Resubmission]) -> lis
 
 def _run_delete(args: argparse.Namespace) -> int:
     settings = load_settings()
-    bootstrap = _bootstrap(args, settings)
+    bootstrap = client_command(args, settings)
     if not args.yes and not sys.stdin.isatty():
         raise OperatorError(
             f"runs delete {args.run} removes its recorded events for good: "
@@ -365,13 +363,9 @@ def _run_delete(args: argparse.Namespace) -> int:
 
 
 async def _tombstone(bootstrap: str, topic: str, partition: int, keys: list[bytes]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    try:
+    async with started(AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")) as producer:
         futures = [await producer.send(topic, None, key=key, partition=partition) for key in keys]
         await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
 
 
 # -- log --------------------------------------------------------------------------------------
@@ -379,7 +373,7 @@ async def _tombstone(bootstrap: str, topic: str, partition: int, keys: list[byte
 
 def _run_log(args: argparse.Namespace) -> int:
     settings = load_settings()
-    bootstrap = _bootstrap(args, settings)
+    bootstrap = client_command(args, settings)
     topic = _topics(settings)["log"]
     partition = partition_for_run(args.run, settings.partitions)
     records = _read(bootstrap, topic, [partition])

@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from app.shell.commands_runtime import _bootstrap
+from app.shell.commands_runtime import client_command
 from app.shell.errors import OperatorError
-from app.shell.kafka_io import read_topic
+from app.shell.kafka_io import read_topic, started
 from app.shell.settings import load_settings
 from app.shell.topics_admin import desired_for
 from app.shell.validator_loop import SOURCE_HEADER
@@ -66,13 +66,10 @@ def _key(line: bytes) -> bytes | None:
 
 async def _publish(bootstrap: str, topic: str, lines: list[bytes]) -> list[tuple[int, int]]:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    await producer.start()
-    try:
+    async with started(producer):
         futures = [await producer.send(topic, line, key=_key(line)) for line in lines]
         sent = await asyncio.gather(*futures)
         return [(meta.partition, meta.offset) for meta in sent]
-    finally:
-        await producer.stop()
 
 
 async def _outcomes(
@@ -106,7 +103,7 @@ def _describe(topic_id: str, value: dict[str, Any]) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     settings = load_settings()
-    bootstrap = _bootstrap(args, settings)
+    bootstrap = client_command(args, settings)
     topics = {spec.id: spec.name for spec in desired_for(settings)}
     lines = _lines(args.file)
     if not lines:

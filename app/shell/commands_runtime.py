@@ -7,18 +7,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import os
 import signal
+import socket
 import sys
 import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from app.core.http_guard import is_loopback_bind
 from app.core.topic_plan import TopicPlan
-from app.shell.broker import Broker, start_broker
+from app.shell.broker import Broker, probe_transactions, start_broker, watch_and_remove
 from app.shell.errors import OperatorError
+from app.shell.kafka_io import parse_bootstrap, probe_bootstrap, quiet_client_logs
 from app.shell.settings import VARIABLES, Settings, load_settings, shown_value
-from app.shell.topics_admin import desired_for, ensure_topics
+from app.shell.topics_admin import desired_for, ensure_topics, leader_topic
 
 __all__ = ["add_parser"]
 
@@ -96,13 +104,26 @@ def add_parser(sub: Any) -> None:
 
 
 def _bootstrap(args: argparse.Namespace, settings: Settings) -> str:
-    bootstrap = getattr(args, "bootstrap", None) or settings.kafka_bootstrap
+    """The cluster to talk to (--bootstrap, else KAFKA_BOOTSTRAP), checked: a well-formed
+    host:port list where something answers, or an OperatorError in words (issue 19 item 2)."""
+    given = getattr(args, "bootstrap", None)
+    bootstrap = given or settings.kafka_bootstrap
     if not bootstrap:
         raise OperatorError(
             "no broker: set KAFKA_BOOTSTRAP=host:port (or pass --bootstrap), "
             "or run `a2ui-stream up` to start the embedded broker"
         )
+    source = "--bootstrap" if given else "KAFKA_BOOTSTRAP"
+    bootstrap = parse_bootstrap(bootstrap, source=source)
+    probe_bootstrap(bootstrap, source=source)
     return bootstrap
+
+
+def client_command(args: argparse.Namespace, settings: Settings) -> str:
+    """What every client command (publish, log, deadletter, subscribe, topics apply...) does
+    first: aiokafka's log lines out of its output unless --debug, and the checked bootstrap."""
+    quiet_client_logs(getattr(args, "debug", False))
+    return _bootstrap(args, settings)
 
 
 def _print_plan(result: TopicPlan, out: Any = sys.stdout) -> None:
@@ -130,7 +151,7 @@ def _print_plan(result: TopicPlan, out: Any = sys.stdout) -> None:
 
 def _run_topics_apply(args: argparse.Namespace) -> int:
     settings = load_settings()
-    result = asyncio.run(ensure_topics(_bootstrap(args, settings), desired_for(settings)))
+    result = asyncio.run(ensure_topics(client_command(args, settings), desired_for(settings)))
     _print_plan(result)
     return 1 if result.drift else 0
 
@@ -163,6 +184,15 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _say(message: str, *, err: bool = False) -> None:
+    """Print once the Faust worker runs: it redirects sys.stdout and sys.stderr into its log
+    (as WARNING lines), so this writes to the process's own streams."""
+    stream = sys.__stderr__ if err else sys.__stdout__
+    if stream is not None:
+        stream.write(message + "\n")
+        stream.flush()
+
+
 def _wait_for_ctrl_c() -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -175,6 +205,19 @@ def _run_broker(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     data_dir = Path(args.data_dir) if args.data_dir else None
+    if data_dir is not None and data_dir.exists() and not data_dir.is_dir():
+        raise OperatorError(f"--data-dir {data_dir} is a file: name a directory (new or kept)")
+    if args.detach and args.kind == "docker":
+        raise OperatorError(
+            "a Docker broker cannot be detached (testcontainers removes its container when this "
+            "command exits): run it in the foreground, or use `docker compose up kafka`"
+        )
+    if os.environ.get("KAFKA_BOOTSTRAP", "").strip() and args.kind == "auto":
+        probe_bootstrap(
+            parse_bootstrap(os.environ["KAFKA_BOOTSTRAP"]),
+            advice="Unset KAFKA_BOOTSTRAP to start a broker here (--kind picks which), or set "
+            "it to a running broker.",
+        )
     broker = start_broker(args.kind, log=_log, data_dir=data_dir)
     if args.pid_file and broker.pid is not None:
         with open(args.pid_file, "w", encoding="utf-8") as handle:
@@ -182,6 +225,11 @@ def _run_broker(args: argparse.Namespace) -> int:
     print(broker.bootstrap, flush=True)
     _log(f"broker: {broker.summary()}")
     if args.detach:
+        if broker.pid is None:
+            _log("broker: nothing was started here (KAFKA_BOOTSTRAP names a running broker)")
+        else:
+            watch_and_remove(broker)  # its temporary directory goes when it is stopped
+            _log(f"broker: detached; stop it with: kill {broker.pid}")
         return 0
     _log("broker: running; Ctrl-C stops it")
     try:
@@ -194,17 +242,113 @@ def _run_broker(args: argparse.Namespace) -> int:
 # -- worker and up ----------------------------------------------------------------------------
 
 
+def _check_web_port(settings: Settings) -> None:
+    """Refuse, before anything starts, a web address this worker could not listen on: Faust
+    would print the banner and then an OSError inside a long traceback (issue 19 item 2)."""
+    if settings.web_port == 0:
+        return  # any free port
+    host = settings.web_host or "0.0.0.0"
+    where = f"{host}:{settings.web_port}"
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds
+            probe.bind((host, settings.web_port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise OperatorError(
+                f"the web port {where} is in use (another a2ui-stream worker or `up`?): stop "
+                f"it, or choose another port, e.g. A2UI_STREAM_WEB_PORT={settings.web_port + 1}"
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise OperatorError(
+                f"no permission to listen on {where} (ports below 1024 need root): choose "
+                "another port with A2UI_STREAM_WEB_PORT"
+            ) from None
+        raise OperatorError(
+            f"cannot listen on {where} ({exc.strerror or exc}): A2UI_STREAM_WEB_HOST must be an "
+            "address of this machine (127.0.0.1 by default)"
+        ) from None
+
+
+def _web_base(settings: Settings) -> str:
+    host = settings.web_host
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return (
+        f"http://[{host}]:{settings.web_port}"
+        if ":" in host
+        else f"http://{host}:{settings.web_port}"
+    )
+
+
+def answers(base: str) -> bool:
+    """The worker at ``base`` answers HTTP and its run index has read the log: /health is 200
+    and a run path is past its 503 (404 for a run that does not exist, or 401 without a
+    token). What a person may then do, they can: a curl right after does not fail."""
+    try:
+        with urllib.request.urlopen(f"{base}/health", timeout=3) as response:
+            if response.status != 200:
+                return False
+        urllib.request.urlopen(f"{base}/runs/a2ui-stream-ready-probe", timeout=20).close()
+    except urllib.error.HTTPError as exc:
+        return exc.code in (401, 404)
+    except OSError:
+        return False
+    return True
+
+
+def _when_answering(base: str, then: Callable[[], None]) -> None:
+    """Call ``then`` (in a thread of its own) once the worker at ``base`` answers."""
+
+    def watch() -> None:
+        while not answers(base):
+            time.sleep(0.25)
+        then()
+
+    threading.Thread(target=watch, name="a2ui-stream-ready", daemon=True).start()
+
+
 def _run_worker(args: argparse.Namespace) -> int:
     settings = load_settings()
-    return _start_worker(settings, _bootstrap(args, settings))
+    _check_web_port(settings)
+    bootstrap = _bootstrap(args, settings)
+    base = _web_base(settings)
+    return _start_worker(
+        _transactions_for(settings, bootstrap),
+        bootstrap,
+        on_ready=lambda: _say(
+            f"worker: ready, answering at {base} (/health, /ui/, OpenWOP)", err=True
+        ),
+    )
 
 
-def _start_worker(settings: Settings, bootstrap: str) -> int:
+def _transactions_for(settings: Settings, bootstrap: str) -> Settings:
+    """With A2UI_STREAM_TRANSACTIONS=auto, ask the broker first: one that plainly refuses them
+    (tansu) gets a validator without them and one warning line here, instead of an ERROR from
+    the Kafka client each time the validator starts. A broker that does not answer in time
+    keeps auto: the validator decides."""
+    if settings.transactions != "auto" or probe_transactions(bootstrap) is not False:
+        return settings
+    _log(
+        "worker: this broker does not grant Kafka transactions, so the validator runs without "
+        "them (exactly-once rests on source-offset idempotency, docs/pipeline.md)"
+    )
+    return replace(settings, transactions="off")
+
+
+def _start_worker(
+    settings: Settings, bootstrap: str, *, on_ready: Callable[[], None] | None = None
+) -> int:
     import faust
 
     from app.shell.faust_app import create_app
 
-    result = asyncio.run(ensure_topics(bootstrap, desired_for(settings)))
+    # Faust's leader-election topic is Faust's, but the worker declares no topic itself
+    # (topic_allow_declare=False): created here, or Faust's consumer logs it as missing.
+    result = asyncio.run(ensure_topics(bootstrap, (*desired_for(settings), leader_topic(settings))))
     if result.create:
         _log("worker: created topics " + ", ".join(s.name for s in result.create))
     for drift in result.drift:
@@ -213,6 +357,8 @@ def _start_worker(settings: Settings, bootstrap: str) -> int:
             f"expected {drift.expected}"
         )
     app, _topics = create_app(settings, bootstrap)
+    if on_ready is not None:
+        _when_answering(_web_base(settings), on_ready)
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
     worker.execute_from_commandline()  # returns when the worker stops (Ctrl-C / SIGTERM)
     return 0
@@ -220,56 +366,52 @@ def _start_worker(settings: Settings, bootstrap: str) -> int:
 
 def _run_up(args: argparse.Namespace) -> int:
     settings = load_settings()
-    choice = {"embedded": "tansu", "kafka": "kafka", "auto": None}[args.broker]
-    if settings.kafka_bootstrap and args.broker == "embedded":
-        choice = "external"
-    broker: Broker = start_broker(choice, log=_log)
     fast = _embedded(settings if settings.fast_groups else _with_fast_groups(settings))
+    _check_web_port(fast)  # before anything starts
+    choice = {"embedded": "tansu", "kafka": "kafka", "auto": None}[args.broker]
+    if settings.kafka_bootstrap and args.broker in ("embedded", "auto"):
+        choice = "external"
+        probe_bootstrap(parse_bootstrap(settings.kafka_bootstrap))
+    broker: Broker = start_broker(choice, log=_log)
     try:
-        specs = desired_for(fast)
-        asyncio.run(ensure_topics(broker.bootstrap, specs))
-        names = {spec.id: spec.name for spec in specs}
-        print(
-            "\n".join(
-                [
-                    "",
-                    f"a2ui-stream is up: {broker.summary()}",
-                    f"  publish admission records {{runId, envelope}} to topic {names['admission']}"
-                    f" (key = runId) at {broker.bootstrap}",
-                    f"  recorded events:  topic {names['log']}",
-                    f"  dead letters:     topic {names['deadletter']}",
-                    f"  worker web:       http://{fast.web_host}:{fast.web_port}/health",
-                    f"  OpenWOP HTTP:     http://{fast.web_host}:{fast.web_port}/.well-known/openwop"
-                    + (
-                        " (no token needed in this embedded mode; this machine only)"
-                        if not fast.http_auth
-                        else " (A2UI_STREAM_WEB_HOST is not loopback: tokens required,"
-                        " A2UI_STREAM_HTTP_TOKENS)"
-                    ),
-                    f"  surface viewer:   http://{fast.web_host}:{fast.web_port}/ui/",
-                    f"  in another shell: export KAFKA_BOOTSTRAP={broker.bootstrap}",
-                    "  stop: Ctrl-C (stops the worker and the broker it started)",
-                    "",
-                ]
+        if not broker.features.transactions and fast.transactions == "auto":
+            fast = replace(fast, transactions="off")  # the banner says transactions=no
+        names = {spec.id: spec.name for spec in desired_for(fast)}
+        base = _web_base(fast)
+        banner = [
+            "",
+            f"a2ui-stream is up: {broker.summary()}",
+            f"  publish admission records {{runId, envelope}} to topic {names['admission']}"
+            f" (key = runId) at {broker.bootstrap}",
+            f"  recorded events:  topic {names['log']}",
+            f"  dead letters:     topic {names['deadletter']}",
+            f"  worker web:       {base}/health",
+            f"  OpenWOP HTTP:     {base}/.well-known/openwop"
+            + (
+                " (no token needed in this embedded mode; this machine only)"
+                if not fast.http_auth
+                else " (A2UI_STREAM_WEB_HOST is not loopback: tokens required,"
+                " A2UI_STREAM_HTTP_TOKENS)"
             ),
-            flush=True,
-        )
-        return _start_worker(fast, broker.bootstrap)
+            f"  surface viewer:   {base}/ui/",
+            f"  in another shell: export KAFKA_BOOTSTRAP={broker.bootstrap}",
+            "                    and run .venv/bin/a2ui-stream (README, 'Your first surface')",
+            "  stop: Ctrl-C (stops the worker and the broker it started)",
+            "",
+        ]
+        _log("up: starting the worker; the addresses follow once it answers")
+        return _start_worker(fast, broker.bootstrap, on_ready=lambda: _say("\n".join(banner)))
     finally:
         broker.stop()
         _log("up: stopped")
 
 
 def _with_fast_groups(settings: Settings) -> Settings:
-    from dataclasses import replace
-
     # Single-process laptop mode: short group timeouts so the worker is ready in seconds.
     return replace(settings, fast_groups=True)
 
 
 def _embedded(settings: Settings) -> Settings:
-    from dataclasses import replace
-
     # The embedded laptop mode is the one place the HTTP API runs without tokens (issue 6
     # item 7), and only on a loopback address; there the web server also answers only
     # loopback Host names (DNS rebinding) and same-origin JSON requests (CSRF): issue 14.

@@ -22,7 +22,7 @@ import orjson
 
 from app.core.frames import DEFAULT_FULL_EVERY
 from app.core.subscriber import InvalidSurface
-from app.shell.commands_runtime import _bootstrap
+from app.shell.commands_runtime import client_command
 from app.shell.errors import OperatorError
 from app.shell.settings import load_settings
 from app.shell.subscriber_client import SubscriberClient
@@ -90,7 +90,7 @@ def _run_subscribe(args: argparse.Namespace) -> int:
         raise OperatorError("--full-every must be between 1 and 100000")
     settings = load_settings()
     client = SubscriberClient(
-        _bootstrap(args, settings),
+        client_command(args, settings),
         _subscriber_id(args.id),
         runs=args.runs,
         delta=args.delta,
@@ -151,7 +151,7 @@ async def _tail(client: SubscriberClient, unsubscribe: bool) -> int:
 def _run_unsubscribe(args: argparse.Namespace) -> int:
     settings = load_settings()
     client = SubscriberClient(
-        _bootstrap(args, settings), _subscriber_id(args.id), settings=settings
+        client_command(args, settings), _subscriber_id(args.id), settings=settings
     )
     asyncio.run(client.unregister())
     print(f"unsubscribed {client.subscriber_id}")

@@ -1,4 +1,6 @@
-"""Small aiokafka helpers shared by commands, tests and benchmarks: read a topic to its end.
+"""Small aiokafka helpers shared by commands, tests and benchmarks: read a topic to its end;
+check a bootstrap address and whether anything answers there before a client tries for a
+minute (the CLI's one-line errors, issue 19 item 2).
 
 Shell module.
 """
@@ -6,11 +8,128 @@ Shell module.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-__all__ = ["MAX_FETCH_BYTES", "group_consumer", "partitions_of", "read_range", "read_topic"]
+from app.shell.errors import BrokerUnavailableError, OperatorError
+
+__all__ = [
+    "MAX_FETCH_BYTES",
+    "group_consumer",
+    "parse_bootstrap",
+    "partitions_of",
+    "probe_bootstrap",
+    "quiet_client_logs",
+    "read_range",
+    "read_topic",
+    "require_topic",
+    "started",
+]
+
+_EXAMPLE = "e.g. KAFKA_BOOTSTRAP=127.0.0.1:9092 (the address `a2ui-stream up` prints)"
+# Inside docker compose the broker is `kafka:19092`; from the machine it is localhost:9092.
+_COMPOSE_HINT = {
+    "kafka": "kafka is the broker's name inside docker compose; from this machine "
+    "use localhost:9092"
+}
+
+
+def _servers(bootstrap: str) -> list[tuple[str, str]]:
+    servers = []
+    for server in bootstrap.split(","):
+        server = server.strip()
+        host, colon, port = server.rpartition(":")
+        if server.startswith("[") and "]" in server:  # [::1]:9092
+            bracket = server.index("]")
+            host, port = server[1:bracket], server[bracket + 2 :]
+            colon = server[bracket + 1 : bracket + 2]
+        servers.append((host if colon else server, port if colon else ""))
+    return servers
+
+
+def parse_bootstrap(bootstrap: str, *, source: str = "KAFKA_BOOTSTRAP") -> str:
+    """``bootstrap`` if it is ``host:port[,host:port]``; else OperatorError saying what is
+    wrong with it (aiokafka would try 9092 for a missing port, and raise a ValueError from
+    deep inside for a port that is not a number)."""
+    if not bootstrap.strip():
+        raise OperatorError(f"{source} is empty: set it to host:port, {_EXAMPLE}")
+    for host, port in _servers(bootstrap):
+        shown = f"{source}={bootstrap!r}"
+        if not host:
+            raise OperatorError(f"{shown} names no host: write host:port[,host:port], {_EXAMPLE}")
+        if not port:
+            raise OperatorError(f"{shown}: {host!r} has no port: write host:port, {_EXAMPLE}")
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise OperatorError(
+                f"{shown}: {port!r} is not a port (1 to 65535): write host:port, {_EXAMPLE}"
+            )
+    return bootstrap.strip()
+
+
+def _why_not(host: str, port: int, timeout: float) -> str | None:
+    """None when something accepts a TCP connection at host:port, else why not, in words."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except socket.gaierror:
+        hint = _COMPOSE_HINT.get(host)
+        return f"the host name {host!r} does not resolve" + (f" ({hint})" if hint else "")
+    except ConnectionRefusedError:
+        return f"nothing listens on {host}:{port} (connection refused)"
+    except TimeoutError:
+        return f"{host}:{port} does not answer (no reply within {timeout:g} s)"
+    except OSError as exc:
+        return f"{host}:{port} cannot be reached ({exc.strerror or exc})"
+
+
+def probe_bootstrap(
+    bootstrap: str,
+    *,
+    source: str = "KAFKA_BOOTSTRAP",
+    timeout: float = 3.0,
+    advice: str = "Start one (`a2ui-stream up` prints its address; `a2ui-stream broker` starts "
+    "one on its own) or set {source} to a running broker.",
+) -> None:
+    """Raise BrokerUnavailableError, in two lines that say what to do, unless at least one
+    server of ``bootstrap`` (already parsed) accepts a connection. A refused port is known at
+    once; aiokafka would retry it for its whole request timeout and end in a traceback."""
+    reasons = []
+    for host, port in _servers(bootstrap):
+        reason = _why_not(host, int(port), timeout)
+        if reason is None:
+            return
+        reasons.append(reason)
+    raise BrokerUnavailableError(
+        f"no Kafka broker at {source}={bootstrap}: {'; '.join(reasons)}.\n"
+        + advice.format(source=source)
+    )
+
+
+@contextlib.asynccontextmanager
+async def started(client: Any) -> AsyncIterator[Any]:
+    """``client`` started, and stopped (closed, for an admin client) whatever happens, a start
+    that failed included: aiokafka warns "Unclosed AIOKafkaProducer" for a client that was
+    never stopped."""
+    try:
+        await client.start()
+        yield client
+    finally:
+        with contextlib.suppress(Exception):
+            await (client.close() if hasattr(client, "close") else client.stop())
+
+
+def quiet_client_logs(debug: bool = False) -> None:
+    """For the CLI's client commands (publish, log, ...): aiokafka's own log lines stay out of
+    their output unless ``--debug``; the command reports what went wrong itself, in words.
+    Never call it in a worker, whose logs are the operator's."""
+    if not debug:
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
 
 # The log, dead-letter and subscriber topics take records up to 8 MiB (topics/topics.json).
 MAX_FETCH_BYTES = 8 * 1024 * 1024
@@ -44,6 +163,20 @@ async def partitions_of(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPar
     return [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
 
 
+async def require_topic(bootstrap: str, topic: str) -> int:
+    """The partition count of ``topic``; OperatorError when it does not exist there (reading
+    it would find nothing, and say nothing: an empty topic looks the same)."""
+    async with started(AIOKafkaConsumer(bootstrap_servers=bootstrap)) as consumer:
+        count = len(await partitions_of(consumer, topic))
+    if not count:
+        raise OperatorError(
+            f"topic {topic} does not exist at {bootstrap}: set A2UI_STREAM_TOPIC_PREFIX (and "
+            "A2UI_STREAM_PARTITIONS) to the worker's, or create the topics with "
+            "`a2ui-stream topics apply`"
+        )
+    return count
+
+
 async def read_topic(
     bootstrap: str,
     topic: str,
@@ -65,8 +198,8 @@ async def read_topic(
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation
     )
-    await consumer.start()
     try:
+        await consumer.start()  # inside: a start that fails is stopped too (no "Unclosed")
         known = [tp.partition for tp in await partitions_of(consumer, topic)]
         if not known:
             return []
@@ -125,8 +258,8 @@ async def read_range(
         isolation_level="read_committed",
         max_partition_fetch_bytes=MAX_FETCH_BYTES,
     )
-    await consumer.start()
     try:
+        await consumer.start()
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
         end = (await consumer.end_offsets([tp]))[tp]

@@ -18,7 +18,14 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from app.core.topic_plan import ActualTopic, TopicPlan, TopicSpec, desired_topics, plan
 from app.shell.settings import Settings
 
-__all__ = ["TOPICS_FILE", "apply_topics", "desired_for", "ensure_topics", "load_definitions"]
+__all__ = [
+    "TOPICS_FILE",
+    "apply_topics",
+    "desired_for",
+    "ensure_topics",
+    "leader_topic",
+    "load_definitions",
+]
 
 TOPICS_FILE = Path(__file__).resolve().parents[2] / "topics" / "topics.json"
 
@@ -36,6 +43,16 @@ def desired_for(
         prefix=settings.topic_prefix,
         run_partitions=settings.partitions,
         replication=settings.replication,
+    )
+
+
+def leader_topic(settings: Settings) -> TopicSpec:
+    """Faust's leader-election topic for this app id (faust.assignor.LeaderAssignor: one
+    partition, Faust's own record format). Not ours, so not in topics/topics.json; the worker
+    creates it because Faust may not (topic_allow_declare=False), and without it Faust's
+    consumer logs "Topic ...-__assignor-__leader not found" at ERROR at every start."""
+    return TopicSpec(
+        "faust-leader", f"{settings.app_id}-__assignor-__leader", 1, settings.replication
     )
 
 
@@ -64,8 +81,8 @@ async def _describe(admin: AIOKafkaAdminClient, names: Sequence[str]) -> dict[st
 async def ensure_topics(bootstrap: str, specs: Sequence[TopicSpec]) -> TopicPlan:
     """Create the missing topics among ``specs`` and return the plan (with any drift)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
-    await admin.start()
     try:
+        await admin.start()  # inside: a start that fails is closed too
         result = plan(specs, await _describe(admin, [s.name for s in specs]))
         if result.create:
             await admin.create_topics(

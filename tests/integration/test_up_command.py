@@ -84,10 +84,17 @@ def test_up_runs_the_embedded_broker_and_a_worker_until_ctrl_c(tmp_path) -> None
     )
     try:
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None and not _health(port):
+        log = ""
+        while time.monotonic() < deadline and proc.poll() is None and "is up" not in log:
             time.sleep(0.3)
-        log = (tmp_path / "up.log").read_text()
-        assert _health(port), f"worker never answered /health:\n{log[-3000:]}"
+            log = (tmp_path / "up.log").read_text()
+        assert "a2ui-stream is up" in log, f"no banner:\n{log[-3000:]}"
+        # issue 19 item 2: the banner only once the worker answers, so a request right after
+        # it works (before: printed 6-8 s before the worker answered; a curl failed)
+        assert _health(port)
+        assert (
+            send_raw(f"http://127.0.0.1:{port}", "GET", "/runs/just-after-the-banner").status == 404
+        )
         assert "publish admission records" in log and "a2ui.admission" in log
         bootstrap = log.split("export KAFKA_BOOTSTRAP=")[1].split()[0]
         assert _port_open(bootstrap)
