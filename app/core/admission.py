@@ -312,12 +312,20 @@ def _branch(ctx: _Ctx) -> Violation | Deduplicated | None:
     branch = "payloadV2" if ctx.v2 else "payloadV1"
     details = {**violation.details, "branch": branch, "schemaVersion": ctx.selected}
     details.setdefault("rule", violation.rule)
+    where = f"branch {branch}, selected by schemaVersion {ctx.selected}"
+    if ctx.drift is not None:  # §5 (3) warn: below the floor, checked as the floor's version
+        where = (
+            f"branch {branch}: this host's floor is {ctx.selected} (A2UI_STREAM_FLOOR), so "
+            f"schemaVersion {ctx.drift} is checked as a v{ctx.selected} payload; emit "
+            f"schemaVersion {ctx.selected} with a v{ctx.selected} payload"
+        )
+        if ctx.drift == 1:
+            where += (
+                ", or run the host with A2UI_STREAM_FLOOR=1, which admits v1 payloads "
+                "(and refuses schemaVersion 2)"
+            )
     return Violation(
-        violation.code,
-        violation.rule,
-        violation.path,
-        f"{violation.message} [branch {branch}, selected by schemaVersion {ctx.selected}]",
-        details,
+        violation.code, violation.rule, violation.path, f"{violation.message} [{where}]", details
     )
 
 

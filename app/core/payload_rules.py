@@ -376,8 +376,8 @@ class PayloadRules:
         if _looks_v1(payload):
             return _branch(
                 _PAYLOAD,
-                "this is a v1 payload (catalogVersion/surface) but "
-                "schemaVersion selects the v2 branch",
+                "this is a v1 payload (catalogVersion/surface), not the v2 payload "
+                "{version, catalogId, surfaceId, messages} it is checked as",
                 expected="v2",
                 found="v1",
             )

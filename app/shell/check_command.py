@@ -1,29 +1,35 @@
-"""``a2ui-stream check [FILE|-] [--floor N] [--strict]``: decide admission records offline,
-exactly as the worker would, and print one JSON verdict per input.
+"""``a2ui-stream check [FILE|-] [--run RUN] [--floor N] [--strict]``: decide admission records
+offline, exactly as the worker would, and print one JSON verdict per input.
 
 Shell module: reads the file (or stdin), loads the schema documents, takes the time from the
 clock, and calls the pure ``app.core.admission.decide`` once per record, keeping one RunState
 per run across the inputs (so the fold guard and E2 see earlier records). A producer team runs
 this in its own CI before publishing.
 
+It reads the worker's settings from the same environment variables, with the same meaning
+and the same refusal of a bad value (exit 2 naming it): the floor and strictness
+(``A2UI_STREAM_FLOOR``, ``A2UI_STREAM_STRICTNESS``; ``--floor`` and ``--strict`` override
+them), intake's size limit and the decision's limits (``A2UI_STREAM_MAX_RECORD_BYTES``,
+``A2UI_STREAM_MAX_DEPTH``, ``A2UI_STREAM_MAX_STRING_CHARS``, ``A2UI_STREAM_MAX_COMPONENTS``,
+``A2UI_STREAM_MAX_CHILDREN_DEPTH``) and the SR-1 registrations (``A2UI_STREAM_SECRETS_FILE``).
+
 Input: JSON Lines (one admission record per line; blank lines skipped), or one JSON document
-holding a record or an array of records. A line that is not JSON (or not UTF-8) gets its own
-refusal and the rest are still decided. Each record's bytes go through the worker's intake
-(``app.core.intake.read_admission``: the size limit, duplicate member names, integers outside
-64 bits, nesting) and the decision uses the worker's limits, both read from the same
-environment variables (``A2UI_STREAM_MAX_RECORD_BYTES``, ``A2UI_STREAM_MAX_DEPTH``,
-``A2UI_STREAM_MAX_STRING_CHARS``, ``A2UI_STREAM_MAX_COMPONENTS``,
-``A2UI_STREAM_MAX_CHILDREN_DEPTH``).
+holding a record or an array of records; with ``--run RUN``, bare envelopes, each wrapped as
+``POST /runs/RUN/envelopes`` does. A line that is not JSON (or not UTF-8) gets its own refusal,
+with the worker's rule (``record-json``, ``record-utf8``), and the rest are still decided. Each
+record's bytes go through the worker's intake (``app.core.intake.read_admission``: the size
+limit, duplicate member names, integers outside 64 bits, nesting).
 
 Output, one line per record: ``{"index", "outcome": "admitted"|"refused"|"deduplicated",
 "code", "rule", "path", "message", "sequence"}`` (``line`` too in JSON Lines mode).
 Exit status: 0 all admitted (a deduplicated re-emission is not a refusal), 1 any refused,
-2 usage or read errors.
+2 usage or read errors (an empty input included).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -35,11 +41,11 @@ from app.core.admission import Admitted, Deduplicated, Refused, decide, encode_e
 from app.core.http_admission import envelope_request
 from app.core.http_errors import HttpError
 from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
-from app.core.policy import SURFACE_KIND, SURFACE_VERSIONS, HostPolicy
+from app.core.policy import SURFACE_KIND, HostPolicy
 from app.core.refusal import Violation
 from app.core.run_state import RunState
 from app.shell.errors import OperatorError
-from app.shell.settings import admission_limits
+from app.shell.settings import admission_limits, floor_and_strictness, load_secrets
 
 __all__ = ["add_parser", "run", "read_inputs", "verdicts"]
 
@@ -49,30 +55,52 @@ _USAGE_ERROR = 2
 _Input = tuple[int | None, Any]
 
 
+_DESCRIPTION = """\
+Decide admission records offline, exactly as a worker with the same settings would, and print
+one JSON verdict per record: {index, line, outcome, code, rule, path, message, sequence}.
+
+It reads the worker's settings from the environment: A2UI_STREAM_FLOOR and
+A2UI_STREAM_STRICTNESS (--floor and --strict override them), A2UI_STREAM_MAX_RECORD_BYTES and
+the other limits, and A2UI_STREAM_SECRETS_FILE. A bad value exits 2 and names the variable.
+Rules are named as in the worker's dead letters (record-json, record-utf8, ...).
+
+Input: JSON Lines of admission records {runId, envelope}, or one JSON document holding a
+record or an array of them. With --run RUN the input holds bare envelopes instead, decided as
+POST /runs/RUN/envelopes would decide them.
+
+Exit status: 0 all admitted (a deduplicated record is not a refusal), 1 any refused, 2 a
+usage error: no such file, an empty input, a bad setting.
+"""
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "check",
-        help="decide admission records offline (JSON Lines or one JSON document)",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        help="decide admission records offline, as the worker would (JSON verdicts)",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "file",
         nargs="?",
         default="-",
         metavar="FILE",
-        help="admission records as JSON Lines, or one JSON record/array; '-' (default) is stdin",
+        help="admission records as JSON Lines, or one JSON record or array; - (the default) "
+        "reads standard input",
     )
     parser.add_argument(
         "--floor",
-        type=int,
-        default=2,
+        type=_floor,
+        default=None,
         metavar="N",
-        help=f"schemaVersions floor for {SURFACE_KIND} (0, 1 or 2; default 2)",
+        help="the host's floor for ui.a2ui-surface: 1 (v1 envelopes only) or 2 (A2UI v0.9); "
+        "default: A2UI_STREAM_FLOOR, else 2",
     )
     parser.add_argument(
         "--strict",
         action="store_true",
-        help="envelopeStrictness strict: refuse below-floor envelopes instead of warn",
+        help="refuse envelopes below the floor instead of checking them as the floor's version "
+        "(A2UI_STREAM_STRICTNESS=strict)",
     )
     parser.add_argument(
         "--run",
@@ -84,11 +112,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _floor(text: str) -> int:
+    if text not in ("1", "2"):
+        raise argparse.ArgumentTypeError(f"{text!r}: the floor is 1 or 2")
+    return int(text)
+
+
 def _not_json(line: int | None, refusal: Violation) -> Violation:
     where = f"line {line}" if line is not None else "the input"
     return Violation(
         "record_not_json",
-        "json",
+        "record-json",
         "",
         f"{where}: {refusal.message}; write one admission record {{runId, envelope}} per line",
         {"line": line} if line is not None else {},
@@ -99,7 +133,7 @@ def _not_utf8(line: int | None) -> Violation:
     where = f"line {line}" if line is not None else "the input"
     return Violation(
         "record_not_utf8",
-        "utf-8",
+        "record-utf8",
         "",
         f"{where} is not valid UTF-8; encode admission records as UTF-8 JSON",
         {"line": line} if line is not None else {},
@@ -260,27 +294,42 @@ def _load_rules() -> Any:
     return PayloadRules.from_documents(load_schema_documents())
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.floor not in SURFACE_VERSIONS:
-        print(
-            f"a2ui-stream check: --floor must be one of {sorted(SURFACE_VERSIONS)}, "
-            f"not {args.floor}",
-            file=sys.stderr,
+def _policy(args: argparse.Namespace) -> tuple[int, HostPolicy]:
+    """The worker's policy from the environment (``--floor``/``--strict`` override)."""
+    max_bytes, limits = admission_limits()
+    floor, strictness = floor_and_strictness()
+    return max_bytes, HostPolicy(
+        secrets=load_secrets(os.environ.get("A2UI_STREAM_SECRETS_FILE", "").strip()),
+        schema_versions={SURFACE_KIND: floor if args.floor is None else args.floor},
+        strictness="strict" if args.strict else strictness,  # type: ignore[arg-type]
+        limits=limits,
+    )
+
+
+def _bare_envelope_hint(verdict: dict[str, Any], record: Any) -> None:
+    """A bare envelope refused for lacking runId: say what it is and how to send it."""
+    if (
+        verdict["outcome"] == "refused"
+        and verdict["path"] == "/runId"
+        and isinstance(record, dict)
+        and "envelope" not in record
+        and "payload" in record
+    ):
+        verdict["message"] += (
+            "; this looks like a bare envelope (what POST /runs/{runId}/envelopes takes): an "
+            'admission record wraps it as {"runId": ..., "envelope": ...}, or pass --run RUN'
         )
-        return _USAGE_ERROR
+
+
+def run(args: argparse.Namespace) -> int:
     data = _read(args.file)
     if data is None:
         return _USAGE_ERROR
     try:
-        max_bytes, limits = admission_limits()
+        max_bytes, policy = _policy(args)
     except OperatorError as exc:
         print(f"a2ui-stream check: {exc}", file=sys.stderr)
         return _USAGE_ERROR
-    policy = HostPolicy(
-        schema_versions={SURFACE_KIND: args.floor},
-        strictness="strict" if args.strict else "warn",
-        limits=limits,
-    )
     try:
         rules = _load_rules()
     except (OSError, ValueError) as exc:
@@ -289,10 +338,17 @@ def run(args: argparse.Namespace) -> int:
     now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     inputs = read_inputs(data, max_bytes, args.run)
     if not inputs:
-        print("a2ui-stream check: no admission records in the input", file=sys.stderr)
+        where = "standard input" if args.file == "-" else args.file
+        print(
+            f"a2ui-stream check: no admission records in {where}: give one JSON record "
+            "{runId, envelope} a line (see examples/records.jsonl)",
+            file=sys.stderr,
+        )
+        return _USAGE_ERROR
     refused = False
     out = sys.stdout.buffer
-    for verdict in verdicts(inputs, policy, rules, now):
+    for verdict, (_, record) in zip(verdicts(inputs, policy, rules, now), inputs, strict=True):
+        _bare_envelope_hint(verdict, record)
         refused = refused or verdict["outcome"] == "refused"
         out.write(orjson.dumps(verdict) + b"\n")
     out.flush()

@@ -24,6 +24,7 @@ __all__ = [
     "VARIABLES",
     "Settings",
     "check_exposure",
+    "floor_and_strictness",
     "load_secrets",
     "load_settings",
     "shown_value",
@@ -364,6 +365,16 @@ def check_exposure(settings: Settings) -> None:
             "A2UI_STREAM_WEB_HOST=127.0.0.1, or A2UI_STREAM_HTTP_AUTH=on with "
             "A2UI_STREAM_HTTP_TOKENS"
         )
+
+
+def floor_and_strictness(env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """``(floor, strictness)`` of ui.a2ui-surface as the worker reads them
+    (A2UI_STREAM_FLOOR, A2UI_STREAM_STRICTNESS), for ``a2ui-stream check``. A bad value
+    raises ``OperatorError`` naming the variable."""
+    env = os.environ if env is None else env
+    return _int(env, "A2UI_STREAM_FLOOR", 1, 2), _choice(
+        env, "A2UI_STREAM_STRICTNESS", ("warn", "strict")
+    )
 
 
 def admission_limits(env: Mapping[str, str] | None = None) -> tuple[int, Limits]:

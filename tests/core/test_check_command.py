@@ -87,8 +87,8 @@ def test_check_command_fold_across_inputs_and_malformed_lines(tmp_path: Path, ca
     summary = [(v["index"], v["line"], v["outcome"], v["code"], v["rule"]) for v in verdicts]
     assert summary == [
         (0, 1, "admitted", None, None),
-        (1, 2, "refused", "record_not_json", "json"),
-        (2, 4, "refused", "record_not_utf8", "utf-8"),
+        (1, 2, "refused", "record_not_json", "record-json"),  # the worker's rule names
+        (2, 4, "refused", "record_not_utf8", "record-utf8"),
         (3, 5, "refused", "envelope_invalid", "fold"),
         (4, 6, "admitted", None, None),
         (5, 7, "refused", "validation_error", "envelope-shape"),
@@ -152,8 +152,108 @@ def test_check_command_missing_file_exits_2_with_advice(tmp_path: Path, capsys: 
 
 
 def test_check_command_bad_floor_exits_2(tmp_path: Path, capsys: Any) -> None:
-    code, _, err = _run(tmp_path, b"", "--floor", "7", capsys=capsys)
-    assert code == 2 and "--floor" in err
+    with pytest.raises(SystemExit) as exit_:
+        _run(tmp_path, b"", "--floor", "7", capsys=capsys)
+    assert exit_.value.code == 2
+    assert "--floor: '7': the floor is 1 or 2" in capsys.readouterr().err
+
+
+@pytest.fixture(autouse=True)
+def _worker_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each case starts from the worker's defaults, whatever the shell running the tests set."""
+    for name in ("A2UI_STREAM_FLOOR", "A2UI_STREAM_STRICTNESS", "A2UI_STREAM_SECRETS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize(
+    ("env", "extra", "code", "refusal"),
+    [
+        ({"A2UI_STREAM_FLOOR": "1"}, (), 1, "envelope_invalid"),  # before: ignored, admitted
+        ({"A2UI_STREAM_FLOOR": "1"}, ("--floor", "2"), 0, None),  # the flag overrides
+        ({"A2UI_STREAM_STRICTNESS": "strict"}, (), 1, "unknown_schema_version"),
+        ({"A2UI_STREAM_STRICTNESS": "warn"}, ("--strict",), 1, "unknown_schema_version"),
+    ],
+)
+def test_check_command_reads_the_workers_floor_and_strictness(
+    tmp_path: Path,
+    capsys: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    extra: tuple[str, ...],
+    code: int,
+    refusal: str | None,
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    data = _jsonl(record(envelope(v2("s", create_msg("s")), schema_version=1)))
+    got, verdicts, _ = _run(tmp_path, data, *extra, capsys=capsys)
+    assert (got, verdicts[0]["code"]) == (code, refusal)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("A2UI_STREAM_FLOOR", "7", "A2UI_STREAM_FLOOR=7 is out of range [1, 2]"),
+        ("A2UI_STREAM_STRICTNESS", "loose", "A2UI_STREAM_STRICTNESS='loose' must be one of"),
+    ],
+)
+def test_check_command_a_bad_setting_exits_2_naming_it(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, name: str, value: str, said: str
+) -> None:
+    monkeypatch.setenv(name, value)  # before: FLOOR=7 was silently ignored
+    code, verdicts, err = _run(
+        tmp_path, _jsonl(record(envelope(copy.deepcopy(POSITIVE)))), capsys=capsys
+    )
+    assert (code, verdicts) == (2, [])
+    assert said in err
+
+
+@pytest.mark.parametrize("data", [b"", b"\n  \n"])
+def test_check_command_empty_input_is_a_usage_error(
+    tmp_path: Path, capsys: Any, data: bytes
+) -> None:
+    code, verdicts, err = _run(tmp_path, data, capsys=capsys)  # before: exit 0
+    assert (code, verdicts) == (2, [])
+    assert "no admission records" in err
+
+
+def test_check_command_v1_at_floor_2_says_the_floor_and_what_floor_1_would_do(
+    tmp_path: Path, capsys: Any
+) -> None:
+    v1 = {
+        "catalogVersion": "0.9.1",
+        "surface": {"components": [{"component": "text", "text": "t"}]},
+    }
+    code, [verdict], _ = _run(
+        tmp_path, _jsonl(record(envelope(v1, schema_version=1))), capsys=capsys
+    )
+    assert (code, verdict["code"], verdict["rule"], verdict["path"]) == (
+        1,
+        "envelope_invalid",
+        "branch",
+        "/envelope/payload",
+    )
+    message = verdict["message"]
+    assert "this host's floor is 2 (A2UI_STREAM_FLOOR)" in message
+    assert "A2UI_STREAM_FLOOR=1, which admits v1 payloads" in message
+    assert "selects the v2 branch" not in message  # before: read as a contradiction
+
+
+def test_check_command_help_says_it_reads_the_workers_settings() -> None:
+    from app.shell import cli
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    text = " ".join(sub.choices["check"].format_help().split())
+    for needle in (
+        "A2UI_STREAM_FLOOR",
+        "A2UI_STREAM_STRICTNESS",
+        "record-json",
+        "1 (v1 envelopes only) or 2 (A2UI v0.9)",
+        "empty input",
+    ):
+        assert needle in text
+    assert "``" not in text
 
 
 def test_check_command_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:

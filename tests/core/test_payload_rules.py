@@ -641,7 +641,7 @@ CASES = [
         V1_SURFACE,
         "envelope_invalid",
         "/envelope/payload",
-        ("this is a v1 payload (catalogVersion/surface) but schemaVersion selects the v2",),
+        ("this is a v1 payload (catalogVersion/surface), not the v2 payload",),
     ),
     Case(
         "v2-body-under-v1",
