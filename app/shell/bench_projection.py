@@ -533,7 +533,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "projection",
         help="delta vs full bytes, verified delta vs jsonpatch, fan-out cost",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description=(
+            "What the projector costs and saves on a 100-component surface updated one leaf at "
+            "a time: the bytes of RFC 6902 delta frames against full frames, the verified "
+            "delta against jsonpatch.make_patch, and the cost of fanning frames out to many "
+            "subscribers. No broker is needed."
+        ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(

@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from app import __version__
 from app.shell.errors import report
@@ -40,12 +41,33 @@ _BENCH_MODULES = (
 _DESCRIPTION = """\
 a2ui-stream: a Kafka host for agent-generated UI (OpenWOP ui.a2ui-surface envelopes).
 
-Start here:
+Start here (the README's "Your first surface" walks through it with examples/):
   a2ui-stream up              embedded broker + topics + worker, in the foreground (Ctrl-C stops)
   a2ui-stream check FILE      decide admission records offline, exactly as the worker would
 
 Configuration is by environment variables; `a2ui-stream config` lists them with their values.
+Exit status: 0 done, 1 the command's own "not clean" (refused records, topic drift), 2 a usage
+or configuration error (the message says what to change), 70 a bug.
 """
+
+# What `soak` and `bench scale` say in --help: their modules' docstrings are written for
+# developers (module paths, issue numbers), so the users' text is set here (issue 19 item 5).
+_USER_DESCRIPTIONS = {
+    ("soak",): (
+        "Run the fault scenarios (docs/reliability.md: workers and the broker killed, "
+        "subscribers paused, resync storms, producers retrying) repeatedly against a real "
+        "broker for a set time, bigger than in CI, with the same accounting, then the hostile-"
+        "input fuzzing. Prints one row per scenario with the totals (--json: one JSON object). "
+        "Exit status 0 all clean, 1 anything lost, duplicated, mis-ordered, decided wrongly or "
+        "crashed, 2 usage."
+    ),
+    ("bench", "scale"): (
+        "What a worker costs as the log grows: its memory against the envelopes recorded, the "
+        "time from a restart to ready, the state two workers hold, and reads of runs a worker "
+        "owns against runs another owns, on a real broker. Prints a table (--json: one JSON "
+        "object)."
+    ),
+}
 
 
 def _load(name: str) -> object | None:
@@ -85,6 +107,24 @@ def build_parser() -> argparse.ArgumentParser:
         if module is not None:
             module.register(bench_sub)  # type: ignore[attr-defined]
     bench.set_defaults(func=lambda args: _missing_subcommand(bench))
+    for path, text in _USER_DESCRIPTIONS.items():
+        command = _subcommand(parser, path)
+        if command is not None:
+            command.description = text
+            command.formatter_class = argparse.HelpFormatter
+    return parser
+
+
+def _subcommand(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Any:
+    for name in path:
+        found = [
+            a.choices.get(name)
+            for a in parser._actions  # noqa: SLF001 - argparse has no public way to walk them
+            if isinstance(a, argparse._SubParsersAction)  # noqa: SLF001
+        ]
+        if not found or found[0] is None:
+            return None
+        parser = found[0]
     return parser
 
 

@@ -50,8 +50,8 @@ def add_parser(sub: Any) -> None:
         "log",
         help="print a run's recorded events in order (ids and message kinds, never values)",
         description=(
-            "Print run RUN's recorded events from the per-run log, in sequence order, read with "
-            "read_committed. Tombstoned keys (runs delete) are skipped. One line per event: "
+            "Print run RUN's recorded events from the per-run log, in sequence order (committed "
+            "events only). Events removed by `runs delete` are skipped. One line per event: "
             "sequence, eventId, timestamp, type, trust, nodeId, causationId, and for A2UI v0.9 "
             "bodies the surfaceId and the message kinds; --json prints the whole events."
         ),
@@ -82,7 +82,13 @@ def _add_deadletter(sub: Any) -> None:
     dl_sub = dl.add_subparsers(dest="deadletter_command", metavar="ACTION")
 
     listing = dl_sub.add_parser(
-        "list", help="one line per dead letter: source P:O, time, code, rule, path, runId, message"
+        "list",
+        help="one line per dead letter: source P:O, time, code, rule, path, runId, message",
+        description=(
+            "Print every dead letter (refused admission record), one line each: its source "
+            "P:O (the admission partition and offset), time, code, rule, JSON Pointer, runId "
+            "and message. --code and --run narrow it; --json prints the whole records."
+        ),
     )
     listing.add_argument("--code", help="only this refusal code (e.g. envelope_invalid)")
     listing.add_argument("--run", help="only this runId")
@@ -91,7 +97,13 @@ def _add_deadletter(sub: Any) -> None:
     listing.set_defaults(func=_run_list)
 
     show = dl_sub.add_parser(
-        "show", help="the whole dead letter refused at admission P:O, and its original bytes"
+        "show",
+        help="the whole dead letter refused at admission P:O, and its original bytes",
+        description=(
+            "Print the dead letter of the admission record at P:O (as `deadletter list` names "
+            "it) and the original bytes it keeps, saying whether they were kept as received "
+            "or with registered secrets redacted."
+        ),
     )
     show.add_argument(
         "source",
@@ -138,7 +150,11 @@ def _add_deadletter(sub: Any) -> None:
 
 
 def _add_runs(sub: Any) -> None:
-    runs = sub.add_parser("runs", help="operate on whole runs (delete)")
+    runs = sub.add_parser(
+        "runs",
+        help="operate on whole runs (delete)",
+        description="Operate on a whole run: `runs delete RUN` removes its recorded events.",
+    )
     runs_sub = runs.add_subparsers(dest="runs_command", metavar="ACTION")
     delete = runs_sub.add_parser(
         "delete",

@@ -36,40 +36,70 @@ def add_parser(sub: Any) -> None:
         "up",
         help="start the embedded broker, apply the topics and run a worker (foreground)",
         description=(
-            "Start a broker (KAFKA_BOOTSTRAP if set, else the embedded tansu broker), apply the "
-            "topics and run a worker in the foreground. Ctrl-C stops everything it started."
+            "Try a2ui-stream on this machine: start a broker (the embedded tansu broker, or the "
+            "one in KAFKA_BOOTSTRAP if set), create the topics and run a worker in the "
+            "foreground. Once the worker answers it prints where to publish, the bootstrap "
+            "address for other shells and the viewer's address. The HTTP API needs no token "
+            "here and answers this machine only. Ctrl-C stops the worker and the broker it "
+            "started."
         ),
     )
     up.add_argument(
         "--broker",
         choices=("embedded", "kafka", "auto"),
         default="embedded",
-        help="embedded: tansu from PyPI (default); kafka: local Apache Kafka (needs Java); "
-        "auto: the harness order (KAFKA_BOOTSTRAP, Docker, local Kafka, tansu)",
+        help="embedded: tansu, installed with a2ui-stream (the default); kafka: a local Apache "
+        "Kafka (needs Java); auto: KAFKA_BOOTSTRAP, else Docker, else a local Kafka, else tansu",
     )
     up.set_defaults(func=_run_up)
 
     worker = sub.add_parser(
         "worker",
-        help="run a worker against KAFKA_BOOTSTRAP (creates missing topics first)",
-        description="Run the Faust worker against the cluster in KAFKA_BOOTSTRAP.",
+        help="run a worker against KAFKA_BOOTSTRAP (needs HTTP tokens; creates missing topics)",
+        description=(
+            "Run a worker against the Kafka cluster in KAFKA_BOOTSTRAP: it decides admission "
+            "records, projects surfaces to subscribers and serves OpenWOP over HTTP with the "
+            "viewer at /ui/. Missing topics are created first.\n\n"
+            "Tokens are needed: every run endpoint and the viewer's run pages answer 401 until "
+            "A2UI_STREAM_HTTP_TOKENS holds one or more bearer tokens (comma-separated); clients "
+            "send 'Authorization: Bearer <token>', and the viewer asks for it. "
+            "(`a2ui-stream up` is the one mode without tokens, for this machine only.) Several "
+            "workers of one deployment share A2UI_STREAM_GATEWAY_KEY. `a2ui-stream config` "
+            "lists every setting."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     worker.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP (host:port[,host:port])")
     worker.set_defaults(func=_run_worker)
 
     broker = sub.add_parser(
         "broker",
-        help="start a broker with the test harness and keep it running",
+        help="start a Kafka broker on its own and keep it running",
         description=(
-            "Start a broker the way the tests do and print its bootstrap address. Runs in the "
-            "foreground until Ctrl-C; with --detach it prints and leaves the broker running "
-            "(stop it by the PID written to --pid-file)."
+            "Start a Kafka broker on its own (as the tests do) and print its bootstrap address, "
+            "for a worker or a test run started separately. Runs in the foreground until "
+            "Ctrl-C; with --detach it leaves the broker running and says how to stop it."
         ),
     )
-    broker.add_argument("--kind", choices=("auto", "kafka", "tansu", "docker"), default="auto")
-    broker.add_argument("--detach", action="store_true", help="leave the broker running and exit")
-    broker.add_argument("--pid-file", help="write the broker's PID here")
-    broker.add_argument("--data-dir", help="local Apache Kafka: keep config, logs and data here")
+    broker.add_argument(
+        "--kind",
+        choices=("auto", "kafka", "tansu", "docker"),
+        default="auto",
+        help="auto (default): KAFKA_BOOTSTRAP if set (nothing is started), else Docker, else a "
+        "local Apache Kafka (Java), else tansu; or name one",
+    )
+    broker.add_argument(
+        "--detach",
+        action="store_true",
+        help="leave the broker running and exit (its temporary files go when it stops)",
+    )
+    broker.add_argument("--pid-file", metavar="FILE", help="write the broker's PID here")
+    broker.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="local Apache Kafka: keep config, logs and data in DIR, and start again from it "
+        "next time",
+    )
     broker.set_defaults(func=_run_broker)
 
     topics = sub.add_parser(
@@ -82,10 +112,25 @@ def add_parser(sub: Any) -> None:
         ),
     )
     topics_sub = topics.add_subparsers(dest="topics_command", metavar="ACTION")
-    apply = topics_sub.add_parser("apply", help="create what is missing, report drift")
+    apply = topics_sub.add_parser(
+        "apply",
+        help="create what is missing, report drift",
+        description=(
+            "Create every topic of topics/topics.json that the cluster in KAFKA_BOOTSTRAP "
+            "lacks (names from A2UI_STREAM_TOPIC_PREFIX, partitions from "
+            "A2UI_STREAM_PARTITIONS), and report drift: an existing topic with another "
+            "partition count or config. Exit status 1 on drift; it never changes a topic that "
+            "exists."
+        ),
+    )
     apply.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP")
     apply.set_defaults(func=_run_topics_apply)
-    listing = topics_sub.add_parser("list", help="print the desired topics and their configs")
+    listing = topics_sub.add_parser(
+        "list",
+        help="print the desired topics and their configs",
+        description="Print the topics these settings define, with partitions and configs "
+        "(no broker needed).",
+    )
     listing.set_defaults(func=_run_topics_list)
     topics.set_defaults(func=lambda _args: (topics.print_help(sys.stderr), 2)[1])
 

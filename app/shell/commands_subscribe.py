@@ -5,7 +5,7 @@ the surface, its sequence, trust, whether it may render and act, and the surface
 says on stderr when it asked for a resync and, once per failing state, which surface failed
 re-validation (the rule, the JSON Pointer into the surface, the sequence; it is not rendered,
 and the run's other surfaces keep coming). Ctrl-C stops it; the registration stays until
-``unsubscribe`` (or use ``--once`` semantics by passing ``--unsubscribe-on-exit``).
+``unsubscribe`` (or ``--unsubscribe-on-exit``), and the command says so when it stops.
 """
 
 from __future__ import annotations
@@ -38,10 +38,15 @@ def add_parser(sub: Any) -> None:
         "subscribe",
         help="register a subscriber and print its validated surfaces (JSON Lines)",
         description=(
-            "Register a subscriber for one or more runs (or every run), then tail its topic: "
+            "Register a subscriber for one or more runs (or every run), then read its topic: "
             "each full frame or RFC 6902 delta is applied, re-validated, and printed as one JSON "
-            "line. A frame that fails is never printed: a resync is requested instead."
+            "line. A frame that fails is never printed: a resync is requested instead.\n\n"
+            "The registration outlives this command: Ctrl-C stops reading, and the projector "
+            "keeps writing the subscriber's topic, so `subscribe --id ID` can resume where it "
+            "stopped. Remove it with `a2ui-stream unsubscribe ID`, or pass "
+            "--unsubscribe-on-exit."
         ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     subscribe.add_argument(
         "--run",
@@ -61,17 +66,24 @@ def add_parser(sub: Any) -> None:
             f"a mismatch (default {DEFAULT_FULL_EVERY})"
         ),
     )
-    subscribe.add_argument("--id", help="subscriberId (default: a new random one)")
+    subscribe.add_argument(
+        "--id", help="the subscriberId, to resume a registration (default: a new random one)"
+    )
     subscribe.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP")
     subscribe.add_argument(
-        "--unsubscribe-on-exit", action="store_true", help="remove the registration when stopped"
+        "--unsubscribe-on-exit",
+        action="store_true",
+        help="remove the registration when stopped (otherwise it stays, and its topic fills)",
     )
     subscribe.set_defaults(func=_run_subscribe)
 
     unsubscribe = sub.add_parser(
         "unsubscribe",
         help="remove a subscriber's registration",
-        description="Write a tombstone for the subscriberId.",
+        description=(
+            "Remove subscriber ID's registration: the projector stops writing its topic "
+            "(a tombstone on the subscriptions topic)."
+        ),
     )
     unsubscribe.add_argument("id", help="the subscriberId")
     unsubscribe.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP")
@@ -145,6 +157,16 @@ async def _tail(client: SubscriberClient, unsubscribe: bool) -> int:
     finally:
         if unsubscribe:
             await client.unregister()
+            print(f"unsubscribed {client.subscriber_id}", file=sys.stderr, flush=True)
+        else:
+            # the registration outlives the command, and the projector keeps writing its topic
+            print(
+                f"stopped reading; {client.subscriber_id} stays registered (resume with --id "
+                f"{client.subscriber_id}; remove it with: a2ui-stream unsubscribe "
+                f"{client.subscriber_id})",
+                file=sys.stderr,
+                flush=True,
+            )
     return 0
 
 
