@@ -24,7 +24,12 @@ from app.core.http_guard import is_loopback_bind
 from app.core.topic_plan import TopicPlan
 from app.shell.broker import Broker, probe_transactions, start_broker, watch_and_remove
 from app.shell.errors import OperatorError
-from app.shell.kafka_io import parse_bootstrap, probe_bootstrap, quiet_client_logs
+from app.shell.kafka_io import (
+    await_group_coordinator,
+    parse_bootstrap,
+    probe_bootstrap,
+    quiet_client_logs,
+)
 from app.shell.settings import VARIABLES, Settings, load_settings, shown_value
 from app.shell.topics_admin import desired_for, ensure_topics, leader_topic
 
@@ -329,27 +334,31 @@ def _web_base(settings: Settings) -> str:
     )
 
 
-def answers(base: str) -> bool:
+def answers(base: str, token: str | None = None) -> bool:
     """The worker at ``base`` answers HTTP and its run index has read the log: /health is 200
-    and a run path is past its 503 (404 for a run that does not exist, or 401 without a
-    token). What a person may then do, they can: a curl right after does not fail."""
+    and a run path is past its 503 (404 for a run that does not exist; ``token``, one of the
+    worker's own, on a worker that requires one). What a person may then do, they can: a curl
+    right after does not fail."""
+    probe = urllib.request.Request(f"{base}/runs/a2ui-stream-ready-probe")
+    if token is not None:
+        probe.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(f"{base}/health", timeout=3) as response:
             if response.status != 200:
                 return False
-        urllib.request.urlopen(f"{base}/runs/a2ui-stream-ready-probe", timeout=20).close()
+        urllib.request.urlopen(probe, timeout=20).close()
     except urllib.error.HTTPError as exc:
-        return exc.code in (401, 404)
+        return exc.code == 404 or (exc.code == 401 and token is None)
     except OSError:
         return False
     return True
 
 
-def _when_answering(base: str, then: Callable[[], None]) -> None:
+def _when_answering(base: str, then: Callable[[], None], token: str | None = None) -> None:
     """Call ``then`` (in a thread of its own) once the worker at ``base`` answers."""
 
     def watch() -> None:
-        while not answers(base):
+        while not answers(base, token):
             time.sleep(0.25)
         then()
 
@@ -401,9 +410,13 @@ def _start_worker(
             f"worker: WARNING topic drift: {drift.topic} {drift.what}={drift.actual}, "
             f"expected {drift.expected}"
         )
+    # a fresh Kafka creates its offsets topic on the first request for a coordinator: ask
+    # before the consumers do, or each logs COORDINATOR_NOT_AVAILABLE at ERROR meanwhile
+    asyncio.run(await_group_coordinator(bootstrap, f"{settings.app_id}-validator"))
     app, _topics = create_app(settings, bootstrap)
     if on_ready is not None:
-        _when_answering(_web_base(settings), on_ready)
+        token = settings.http_tokens[0] if settings.http_tokens else None
+        _when_answering(_web_base(settings), on_ready, token)
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
     worker.execute_from_commandline()  # returns when the worker stops (Ctrl-C / SIGTERM)
     return 0

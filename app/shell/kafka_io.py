@@ -20,6 +20,7 @@ from app.shell.errors import BrokerUnavailableError, OperatorError
 
 __all__ = [
     "MAX_FETCH_BYTES",
+    "await_group_coordinator",
     "group_consumer",
     "parse_bootstrap",
     "partitions_of",
@@ -121,6 +122,35 @@ async def started(client: Any) -> AsyncIterator[Any]:
     finally:
         with contextlib.suppress(Exception):
             await (client.close() if hasattr(client, "close") else client.stop())
+
+
+async def await_group_coordinator(bootstrap: str, group_id: str, timeout: float = 60.0) -> bool:
+    """Wait until the broker names a coordinator for ``group_id`` (True), or ``timeout``
+    passes (False: the consumers will retry on their own).
+
+    A fresh Apache Kafka creates its offsets topic on the first FindCoordinator request and
+    answers COORDINATOR_NOT_AVAILABLE (retriable) until it has; aiokafka's consumer logs each
+    such answer at ERROR ("Group Coordinator Request failed"). A worker asks here first, so
+    its consumers start against a coordinator that is there (issue 19 item 5)."""
+    from aiokafka.client import AIOKafkaClient, CoordinationType
+    from aiokafka.errors import KafkaError
+
+    client = AIOKafkaClient(bootstrap_servers=bootstrap)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        await client.bootstrap()
+        while loop.time() < deadline:
+            try:
+                await client.coordinator_lookup(CoordinationType.GROUP, group_id)
+                return True
+            except KafkaError as exc:
+                if not exc.retriable:
+                    return False
+            await asyncio.sleep(0.2)
+        return False
+    finally:
+        await client.close()
 
 
 def quiet_client_logs(debug: bool = False) -> None:

@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from app.core.topic_plan import TopicSpec
-from app.shell.broker import _local_kafka_possible, kafka_jars_dir
+from app.shell.broker import _free_port, _local_kafka_possible, kafka_jars_dir
 from app.shell.kafka_io import read_topic, started
 from app.shell.topics_admin import ensure_topics
 
@@ -109,3 +109,39 @@ def test_a_detached_broker_stopped_by_its_pid_leaves_no_directory(tmp_path: Path
     while Path(work).exists():  # the watcher polls the PID once a second
         assert time.monotonic() < deadline, f"{work} is still there"
         time.sleep(0.2)
+
+
+def test_a_worker_on_a_fresh_kafka_logs_no_error(tmp_path: Path) -> None:
+    """Issue 19 item 5. Before: a worker on a Kafka that had never seen a consumer group
+    logged "Group Coordinator Request failed: GroupCoordinatorNotAvailableError" at ERROR while
+    the offsets topic was being created, and "Topic ...-__assignor-__leader not found"."""
+    pid_file = tmp_path / "kafka.pid"
+    started_broker = broker("--pid-file", str(pid_file))
+    assert started_broker.returncode == 0, started_broker.stderr
+    log = tmp_path / "worker.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "A2UI_STREAM_"))}
+    env.update(
+        KAFKA_BOOTSTRAP=started_broker.stdout.strip(),
+        A2UI_STREAM_WEB_PORT=str(_free_port()),
+        A2UI_STREAM_DATA_DIR=str(tmp_path / "data"),
+        A2UI_STREAM_HTTP_TOKENS="a-token-for-the-test",
+        A2UI_STREAM_FAST_GROUPS="1",
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "app.shell.cli", "worker"],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while "worker: ready" not in log.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)
+    finally:
+        worker.send_signal(15)
+        worker.wait(timeout=90)
+        stop(int(pid_file.read_text()))
+    text = log.read_text()
+    assert "[ERROR]" not in text and "Traceback" not in text, text[-3000:]

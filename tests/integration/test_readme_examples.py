@@ -180,3 +180,5 @@ def test_your_first_surface_works_when_followed_literally(up: Up) -> None:
     [page] = re.findall(r"`(http://127\.0\.0\.1:6066/ui/runs/demo)`", text)
     with urllib.request.urlopen(page.replace(README_BASE, up.base), timeout=10) as answer:
         assert answer.status == 200 and b"a2ui-viewer" in answer.read()
+    # the happy path logs no ERROR (issue 19 item 5), refusals included: they are outcomes
+    assert "[ERROR]" not in up.output() and "Traceback" not in up.output(), up.output()[-3000:]

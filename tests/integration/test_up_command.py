@@ -102,6 +102,11 @@ def test_up_runs_the_embedded_broker_and_a_worker_until_ctrl_c(tmp_path) -> None
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
         assert not _port_open(bootstrap), "Ctrl-C left the embedded broker running"
+        # issue 19 item 5: the happy path logs no ERROR (before, at every embedded start:
+        # "Unexpected error during InitProducerIdRequest" and "Topic ...-__assignor-__leader
+        # not found in cluster metadata")
+        log = (tmp_path / "up.log").read_text()
+        assert "[ERROR]" not in log and "Traceback" not in log, log[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
