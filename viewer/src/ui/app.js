@@ -8,7 +8,9 @@ import { migrateV1 } from '../core/migrate.js';
 import { projectRunId, unprojectRunId } from '../core/wire.js';
 import { buildSurface, UnsafeTreeError } from './a2ui.js';
 import { RunController } from './run-controller.js';
-import { authHeaders, setToken, token, tokenChanged } from './auth.js';
+import { authHeaders, probeUnauthorized, setToken, token, tokenChanged, NO_TOKENS_MESSAGE } from './auth.js';
+import { renderMarkdown } from '../core/markdown.js';
+import { Context } from '@a2ui/web_core/v0_9/basic_catalog';
 
 const formatBytes = n => `${n.toLocaleString('en')} B`;
 
@@ -36,13 +38,19 @@ function tokenForm(message) {
 // -- /ui/ ----------------------------------------------------------------------------------------
 
 class RunIndexView extends LightElement {
-  static properties = { runs: { state: true }, problem: { state: true }, needsToken: { state: true } };
+  static properties = {
+    runs: { state: true },
+    problem: { state: true },
+    needsToken: { state: true },
+    noTokens: { state: true },
+  };
 
   constructor() {
     super();
     this.runs = null;
     this.problem = null;
     this.needsToken = false;
+    this.noTokens = false; // the worker has no token configured: say so, do not ask for one
   }
 
   connectedCallback() {
@@ -60,13 +68,16 @@ class RunIndexView extends LightElement {
     try {
       const response = await fetch('/ui/api/runs', { headers: authHeaders(), cache: 'no-store' });
       if (response.status === 401) {
-        this.needsToken = true;
-        tokenChanged().then(() => this.refresh());
+        this.problem = null;
+        this.noTokens = (await probeUnauthorized()) === 'no-tokens';
+        if (!this.noTokens && !this.needsToken) tokenChanged().then(() => this.refresh());
+        this.needsToken = !this.noTokens; // no-tokens: the timer checks again
         return;
       }
       const body = await response.json();
       if (!response.ok) throw new Error(body?.message ?? `HTTP ${response.status}`);
       this.needsToken = false;
+      this.noTokens = false;
       this.problem = null;
       this.runs = body.runs;
     } catch (error) {
@@ -83,14 +94,19 @@ class RunIndexView extends LightElement {
   render() {
     return html`
       <header class="bar"><h1>a2ui-stream viewer</h1><span class="muted">recent runs on this worker</span></header>
-      ${this.needsToken ? tokenForm('This worker requires a bearer token to list runs.') : nothing}
+      ${this.noTokens ? html`<p class="auth-state" data-testid="no-tokens">${NO_TOKENS_MESSAGE}</p>` : nothing}
+      ${this.needsToken
+        ? tokenForm(token() ? 'The worker refused this token: enter one of its A2UI_STREAM_HTTP_TOKENS.' : 'This worker requires a bearer token to list runs.')
+        : nothing}
       ${this.problem ? html`<p class="notice">${this.problem}</p>` : nothing}
       <form class="open" @submit=${this.open}>
         <label>Run id <input name="runId" placeholder="tenant/run-id" /></label>
         <button type="submit">Open</button>
       </form>
       ${this.runs === null
-        ? html`<p class="muted">Loading…</p>`
+        ? this.needsToken || this.noTokens
+          ? nothing
+          : html`<p class="muted">Loading…</p>`
         : this.runs.length === 0
           ? html`<p class="muted">No run has a recorded event yet. Publish to the admission topic (key = runId) or POST /runs/{runId}/envelopes.</p>`
           : html`
@@ -124,6 +140,14 @@ class RunView extends LightElement {
 
   connectedCallback() {
     super.connectedCallback();
+    // The A2UI Text of the basic catalog asks its Lit context for a markdown renderer (the
+    // context protocol: a composed 'context-request' event up the tree); this page answers
+    // with its own safe one (core/markdown.js: escaped, no HTML, no links, no images).
+    this.addEventListener('context-request', event => {
+      if (event.context !== Context.markdown) return;
+      event.stopPropagation();
+      event.callback(renderMarkdown);
+    });
     this.controller = new RunController(this.runId, () => this.requestUpdate());
     this.controller.run();
   }
@@ -260,11 +284,25 @@ class RunView extends LightElement {
         <span class="connection" data-testid="connection">${c.connection}</span>
         ${c.resyncs ? html`<span class="muted">${c.resyncs} resync${c.resyncs === 1 ? '' : 's'}</span>` : nothing}
       </header>
-      ${c.connection === 'needs a token' ? tokenForm(c.problem) : c.problem ? html`<p class="notice">${c.problem}</p>` : nothing}
+      ${c.connection === 'needs a token'
+        ? tokenForm(c.problem)
+        : c.connection === 'no tokens configured'
+          ? html`<p class="auth-state" data-testid="no-tokens">${c.problem}</p>`
+          : c.problem
+            ? html`<p class="notice">${c.problem}</p>`
+            : nothing}
+      ${c.waiting
+        ? html`<p class="waiting" data-testid="waiting">Waiting for the first event of this run: it appears here as soon as
+            one is recorded (POST /runs/{runId}/envelopes, or a record with key = runId on the admission topic).</p>`
+        : nothing}
       ${this.renderBytes()}
       <div class="layout">
         <section class="surfaces">
-          ${state.order.length === 0 ? html`<p class="muted">No surface yet.</p>` : state.order.map(key => this.renderSurface(state.surfaces[key]))}
+          ${state.order.length === 0
+            ? c.waiting
+              ? nothing
+              : html`<p class="muted">No surface yet.</p>`
+            : state.order.map(key => this.renderSurface(state.surfaces[key]))}
         </section>
         ${this.renderTimeline()}
       </div>

@@ -28,6 +28,34 @@ export function authHeaders() {
   return value ? { Authorization: `Bearer ${value}` } : {};
 }
 
+/**
+ * What a 401 from the worker means: 'no-tokens' when the worker has none configured (no token
+ * typed here could work: say so, do not ask), else 'needs-token' (none sent, or refused).
+ * The HTTP API says "no token is configured on this worker" in its message (app/shell/http_api.py).
+ */
+export function unauthorizedReason(body) {
+  const reason = body?.details?.reason;
+  if (reason === 'no-tokens' || /no token is configured/i.test(body?.message ?? '')) return 'no-tokens';
+  return 'needs-token';
+}
+
+export const NO_TOKENS_MESSAGE =
+  'This worker has no token configured (A2UI_STREAM_HTTP_TOKENS is not set), so it answers no run request ' +
+  'and no token typed here can work. Set A2UI_STREAM_HTTP_TOKENS on the worker and restart it, then enter one ' +
+  'of its tokens here; `a2ui-stream up` needs none. This page checks again every few seconds.';
+
+/** Why the run list answered 401: the list itself does not say whether tokens are configured,
+ * a run endpoint does, so ask one (its answer holds no run data). */
+export async function probeUnauthorized() {
+  try {
+    const response = await fetch('/runs/a2ui-stream-viewer-auth-probe', { headers: authHeaders(), cache: 'no-store' });
+    if (response.status !== 401) return 'needs-token';
+    return unauthorizedReason(await response.json().catch(() => null));
+  } catch {
+    return 'needs-token';
+  }
+}
+
 /** A promise that resolves the next time the token is set. */
 export function tokenChanged() {
   return new Promise(resolve => {

@@ -7,7 +7,7 @@
 import { initialState, receive, isTerminal, actionsBlockedBy } from '../core/surfaces.js';
 import { projectRunId } from '../core/wire.js';
 import { readSse, HttpStatusError } from './sse.js';
-import { authHeaders, tokenChanged } from './auth.js';
+import { authHeaders, tokenChanged, unauthorizedReason, NO_TOKENS_MESSAGE } from './auth.js';
 
 const TIMELINE_LIMIT = 1000;
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms));
@@ -22,6 +22,7 @@ export class RunController {
     this.shownUpTo = -1; // timeline rows are not repeated when a resync replays the run
     this.connection = 'connecting';
     this.problem = null;
+    this.waiting = false; // the run has no recorded event yet: a normal state, not an error
     this.resyncs = 0;
     this.lastFailure = null;
     this.resetting = false;
@@ -59,6 +60,7 @@ export class RunController {
           onOpen: () => {
             this.connection = 'live';
             this.problem = null;
+            this.waiting = false;
             delay = 500;
             this.changed();
           },
@@ -73,16 +75,29 @@ export class RunController {
         if (this.stopped) return;
         if (!this.resetting) {
           if (error instanceof HttpStatusError && error.status === 401) {
+            this.waiting = false;
+            if (unauthorizedReason(error.body) === 'no-tokens') {
+              // no token can work until the worker is restarted with some: check again later
+              this.connection = 'no tokens configured';
+              this.problem = NO_TOKENS_MESSAGE;
+              this.changed();
+              await Promise.race([tokenChanged(), sleep(5000)]);
+              continue;
+            }
             this.connection = 'needs a token';
-            this.problem = 'This worker requires a bearer token (A2UI_STREAM_HTTP_TOKENS).';
+            this.problem = authHeaders().Authorization
+              ? 'The worker refused this token: enter one of its A2UI_STREAM_HTTP_TOKENS.'
+              : 'This worker requires a bearer token (one of its A2UI_STREAM_HTTP_TOKENS).';
             this.changed();
             await tokenChanged();
             continue;
           }
           if (error instanceof HttpStatusError && error.status === 404) {
-            this.connection = 'waiting for the run';
-            this.problem = 'No event is recorded for this run yet; the viewer retries.';
-            delay = 2000;
+            // opened before the run's first event: wait for it, calmly
+            this.connection = 'waiting for the first event';
+            this.waiting = true;
+            this.problem = null;
+            delay = 1000;
           } else {
             this.connection = 'reconnecting';
             this.problem = error.message;
@@ -96,7 +111,7 @@ export class RunController {
       }
       this.changed();
       await sleep(delay);
-      delay = Math.min(delay * 2, 5000);
+      delay = Math.min(delay * 2, this.waiting ? 2000 : 5000);
     }
   }
 
