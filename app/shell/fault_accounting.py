@@ -42,8 +42,8 @@ from app.core.run_state import RunState
 from app.core.subscriber import SubscriberView
 from app.core.surfaces import Projection, replay
 from app.core.validator import Append, AppendMany, Duplicate, Reject, SourceRecord, validate
+from app.core.validator_batch import source_of
 from app.shell.kafka_io import partitions_of, read_topic
-from app.shell.validator_loop import SOURCE_HEADER
 
 __all__ = [
     "Accounting",
@@ -132,11 +132,7 @@ class Outputs:
 
 
 def _source(record: Any) -> Source | None:
-    for name, value in record.headers or ():
-        if name == SOURCE_HEADER:
-            partition, _, offset = value.decode().partition(":")
-            return int(partition), int(offset)
-    return None
+    return source_of(record.headers)
 
 
 async def read_outputs(

@@ -400,14 +400,14 @@ async def broker_restart(broker: Broker, size: int, tmp: Path, seed: int = 1) ->
 
 
 def _joined(worker: WorkerProcess, before: int) -> bool:
-    """The worker's validator has started its transactional producer (and subscribes next)."""
+    """The worker's validator found the broker grants transactions (and subscribes next)."""
     return worker.log_count(b"validator: transactional producer") > before
 
 
 async def rebalance_kill(broker: Broker, size: int, tmp: Path, seed: int = 1) -> Report:
     """Three workers in one group: each round a member joins and, while the group rebalances,
-    another member is SIGKILLed; the killed one comes back the next round (its transactional
-    id fences its open transaction)."""
+    another member is SIGKILLed; the killed one comes back the next round (its partitions' new
+    owners fenced its open transactions when they took them)."""
     stage = Stage(broker, tmp, "rebalance-kill", size, partitions=6)
     report: Report | None = None
     rounds = max(1, size // 8000)
@@ -437,7 +437,7 @@ async def rebalance_kill(broker: Broker, size: int, tmp: Path, seed: int = 1) ->
                 # A2UI_STREAM_FAST_GROUPS), then the newcomer gets partitions and works.
                 await down.wait_progress(timeout=30)
                 down = victim
-            down.start()  # back for good: its transactional id fences what it left open
+            down.start()  # back for good
 
         # Each round: the members' progress, a join, the dead member's session timeout, the
         # newcomer's progress; the stream must still be flowing at the end of it.
@@ -482,23 +482,29 @@ async def zombie_member(broker: Broker, size: int, tmp: Path, seed: int = 1) -> 
         fleet = await stage.fleet(2)
         members = [stage.worker("w1"), stage.worker("w2")]
 
-        async def stop_holding_a_transaction(victim: WorkerProcess) -> None:
+        async def stop_holding_a_transaction(victim: WorkerProcess, other: WorkerProcess) -> None:
             """SIGSTOP ``victim`` at a moment when the broker says it holds an open
             transaction on one of its partitions (records written, no commit yet; asked while
             it stands still). A stop that finds none is undone at once (a tenth of a second,
             far below the session timeout) and tried again; past ``STOP_SEARCH_SECONDS`` it
             stays stopped anyway (a stop mid-stream, counted as such)."""
-            owned = await asyncio.to_thread(victim.partitions)
             topics = [stage.topics["log"], stage.topics["deadletter"]]
             deadline = time.monotonic() + STOP_SEARCH_SECONDS
             attempts = 0
+            held: list[tuple[str, int]] = []
             while True:
-                attempts += 1
-                victim.pause()
-                held = await open_transactions(broker.bootstrap, topics, owned)
-                if held or time.monotonic() > deadline:
-                    break
-                victim.resume()
+                # Only the owner of partition p writes p of the log and the dead letters:
+                # look while the two members' partitions are settled (disjoint, all of them).
+                owned = set(await asyncio.to_thread(victim.partitions))
+                others = set(await asyncio.to_thread(other.partitions))
+                settled = owned and not owned & others and len(owned | others) == partitions
+                if settled or time.monotonic() > deadline:
+                    attempts += 1
+                    victim.pause()
+                    held = await open_transactions(broker.bootstrap, topics, sorted(owned))
+                    if held or time.monotonic() > deadline:
+                        break
+                    victim.resume()
                 await asyncio.sleep(rng.uniform(0.0, 0.05))
             stage.figures["stop attempts"] += attempts
             if held:
@@ -509,8 +515,8 @@ async def zombie_member(broker: Broker, size: int, tmp: Path, seed: int = 1) -> 
             for n in range(rounds):
                 victim, other = members[n % 2], members[1 - n % 2]
                 await asyncio.gather(*(m.wait_progress(timeout=60) for m in members))
+                await stop_holding_a_transaction(victim, other)
                 restored = _restores(other)
-                await stop_holding_a_transaction(victim)
                 stopped = time.monotonic()
                 stage.faults["member SIGSTOPped past its session timeout"] += 1
                 deadline = stopped + ZOMBIE_STOP_SECONDS

@@ -1,22 +1,30 @@
-"""The validator: admission topic -> per-run log or dead-letter topic, exactly once.
+"""The validator: admission topic -> per-run log or dead-letter topic, exactly once, each
+admission partition fenced by its own transactional producer.
 
-Shell module. It runs inside the Faust worker (started by ``app.shell.faust_app``) but uses its
-own aiokafka consumer and producer on the hot path, for two measured reasons (docs/pipeline.md):
-Faust's per-event stream machinery caps a worker near 6k events/s (../shared/spec/kafka.md),
-and one Kafka transaction must span the log append, the dead letter and the admission offset.
+Shell module, a thin driver (the Kafka Streams split between a task's processing and its
+driver). It runs inside the Faust worker (started by ``app.shell.faust_app``) with its own
+aiokafka consumer and producers, for two measured reasons (docs/pipeline.md): Faust's
+per-event stream machinery caps a worker near 6k events/s (../shared/spec/kafka.md), and one
+Kafka transaction must span the log append, the dead letter and the admission offset. Per
+batch it fetches, calls ``app.core.validator_batch.plan_batch`` once, writes what that returns
+and commits; every decision (which records, what goes where, which offset) is the core's.
 
-For each consumed batch it calls ``app.core.validator.validate`` once per record, in partition
-order, and then, atomically where the broker supports transactions:
-  - appends the recorded events to the log (key ``runId#seq``, the run's partition),
-  - appends the dead letters (same partition number: the topics are co-partitioned),
-  - commits the admission offsets.
+Ownership is fenced per partition (EOS-v1, as Kafka Streams' ``exactly_once``): admission
+partition p has its own transactional producer, ``<app id>-validator-p<p>``, started when p
+is assigned. Its ``InitProducerId`` bumps the epoch of that id, which fences the producer of
+whoever owned p before (a member dropped from the group while it stood still, a GC pause, a
+stalled VM) and aborts its open transaction. Only then is p's state restored from its log and
+dead letters and its committed offset read, so what the new owner decides starts exactly
+where the last commit the broker accepted left off; whatever the old owner tries afterwards
+is refused (``ProducerFenced``), and it drops the partition. aiokafka 0.14's
+``send_offsets_to_transaction`` sends TxnOffsetCommit v0, without the group generation that
+KIP-447 fencing would need, so the transactional id is what fences.
 
-Run state is not stored anywhere else: on every partition assignment it is rebuilt from the
-per-run log itself (``reduce(apply, log)``), read with ``read_committed``, so it cannot diverge
-from the log. Every output carries the header ``a2ui-source: <partition>:<offset>``; records
-past the committed offset whose source already appears in the log or the dead-letter topic are
-skipped, which keeps "exactly one outcome per record" even on a broker without transactions
-(tansu), where the offset commit and the appends are not atomic.
+A batch commits per partition, each in its own transaction (its appends, dead letters,
+resumes and offset), the partitions in parallel. Without transactions (tansu, or
+``A2UI_STREAM_TRANSACTIONS=off``) one plain producer writes and the consumer commits the
+offsets afterwards; then the ``a2ui-source`` headers of what the log and dead letters already
+hold keep "exactly one outcome per record" (docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -25,38 +33,39 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import (
     CorruptRecordException,
+    InvalidProducerEpoch,
     MessageSizeTooLargeError,
+    ProducerFenced,
     RecordListTooLargeError,
     RecordTooLargeError,
 )
 
-from app.core.dead_letter import dead_letter, redact_bytes
-from app.core.fold import apply
-from app.core.host_commands import ForkSource, fork_source_of
-from app.core.intake import Intake, read_admission
-from app.core.keys import run_of_log_key
+from app.core.host_commands import ForkSource
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
-from app.core.refusal import Violation
 from app.core.run_state import RunState
-from app.core.validator import (
-    Append,
-    AppendMany,
-    Duplicate,
-    Reject,
-    SourceRecord,
-    letter_secrets,
-    validate,
+from app.core.validator import SourceRecord
+from app.core.validator_batch import (
+    SOURCE_HEADER,
+    PartitionPlan,
+    PartitionState,
+    Refetch,
+    Send,
+    Topics,
+    fork_events,
+    fork_sources,
+    plan_batch,
+    plan_unrecordable,
+    restore_partition,
 )
 from app.shell.kafka_io import group_consumer, read_range, read_topic
 from app.shell.metrics import Metrics
@@ -66,12 +75,18 @@ __all__ = ["SOURCE_HEADER", "ValidatorConfig", "ValidatorLoop", "now_rfc3339"]
 
 log = logging.getLogger("a2ui_stream.validator")
 
-SOURCE_HEADER = "a2ui-source"
 ISOLATE_AFTER_FAILURES = 3
 # How long a restore waits for the transactions pending on its log and dead-letter partitions
-# to complete (their markers); past it, it reads what is visible, as before. A dead member's
-# open transaction also holds them until its timeout (30 s): the wait is bounded for that.
+# to complete (their markers); past it, it reads what is visible, as before. The previous
+# owner's open transaction is aborted by our producer's start, so this waits only for markers
+# of transactions that were committing (seconds after a broker restart).
 STABLE_SECONDS = 10.0
+# A fenced partition is taken again after this long if the group still gives it to us and
+# nothing was rebalanced meanwhile: a member dropped from the group learns it from its next
+# heartbeat (at most the session timeout, 10 s here), and its revocation cancels the retake;
+# the fence then came from the broker aborting one of our own transactions for its timeout.
+FENCED_RETAKE_SECONDS = 10.0
+TRANSACTION_TIMEOUT_MS = 30000
 
 
 def now_rfc3339() -> str:
@@ -86,6 +101,8 @@ class ValidatorConfig:
     deadletter_topic: str
     partitions: int
     group_id: str
+    # The worker's own transactional id: only probed at start (does the broker grant
+    # transactions?), which also fences a worker of an earlier version that wrote with it.
     transactional_id: str
     transactions: str = "auto"  # "auto" | "on" | "off"
     max_record_bytes: int = 1_048_576
@@ -94,11 +111,38 @@ class ValidatorConfig:
     max_batch: int = 5000
     batch_ms: int = 10
 
+    def partition_transactional_id(self, partition: int) -> str:
+        """``<app id>-validator-p<partition>``: the same on every worker of the group, so the
+        partition's next owner fences its previous one (the group id is ``<app id>-validator``)."""
+        return f"{self.group_id}-p{partition}"
 
-@dataclass
-class _PartitionState:
-    runs: dict[str, RunState] = field(default_factory=dict)
-    seen: set[int] = field(default_factory=set)  # source offsets with an outcome already
+
+class _Owned:
+    """One owned, restored admission partition: its run-state store, where deciding resumes,
+    and (with transactions) the producer that fences it."""
+
+    __slots__ = ("failures", "next_offset", "producer", "runs", "seen")
+
+    def __init__(
+        self,
+        runs: dict[str, RunState],
+        next_offset: int,
+        seen: frozenset[int],
+        producer: AIOKafkaProducer | None,
+    ) -> None:
+        self.runs = runs
+        self.next_offset = next_offset
+        self.seen = seen
+        self.producer = producer
+
+    def view(self) -> PartitionState:
+        return PartitionState(self.runs, self.next_offset, self.seen)
+
+    def install(self, plan: PartitionPlan) -> None:
+        """The plan is committed: its run states are ours now."""
+        self.runs.update(plan.runs)
+        self.next_offset = plan.next_offset
+        self.seen = plan.seen
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -106,7 +150,9 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         self.loop = loop
 
     async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
-        # Wait for the batch in flight to commit, then forget the partitions' state.
+        # The lock waits for the batch in flight (its transactions commit or fail), so a
+        # partition is never revoked while its transaction is open; then its state and its
+        # producer go.
         async with self.loop.lock:
             self.loop.generation += 1
             for tp in revoked:
@@ -117,16 +163,14 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
             )
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
-        # Never restore inside the listener: a restore can wait seconds for a pending
-        # transaction, and a member that does not rejoin within the rebalance timeout is
-        # dropped from the group while it still believes it owns its partitions. Its next
-        # transaction (aiokafka's offset commit has no generation fencing) then decided records
-        # the new owner decided too (found by `a2ui-stream soak`, rebalance-kill: 4,526 records
-        # with two outcomes). The partitions stay paused until their restore is installed.
+        # Never restore inside the listener: a restore can wait seconds, and a member that does
+        # not rejoin within the rebalance timeout is dropped from the group while it still
+        # believes it owns its partitions (found by `a2ui-stream soak`, rebalance-kill). The
+        # partitions stay paused until their producer is started and their state installed.
         async with self.loop.lock:
             self.loop.generation += 1
             for tp in assigned:
-                self.loop.restore_later(tp)
+                self.loop.take_later(tp)
             # issue 15 item 2: the read side follows (app.shell.ownership; never blocks)
             self.loop.ownership.assigned(
                 [tp.partition for tp in assigned], generation_of(self.loop.consumer)
@@ -141,31 +185,38 @@ class ValidatorLoop:
         self.policy = policy
         self.rules = rules
         self.metrics = metrics
+        self.topics = Topics(
+            config.log_topic,
+            config.deadletter_topic,
+            config.resumes_topic,
+            config.partitions,
+            config.max_record_bytes,
+        )
         self.lock = asyncio.Lock()
-        self.partitions: dict[int, _PartitionState] = {}
+        self.partitions: dict[int, _Owned] = {}  # owned and restored: decided by this loop
         self.consumer: AIOKafkaConsumer | None = None
-        self.producer: AIOKafkaProducer | None = None
+        self.producer: AIOKafkaProducer | None = None  # the plain one, without transactions
         self.transactional = False
         self.ready = asyncio.Event()
-        self.positions: dict[int, int] = {}  # next admission offset to process, per partition
-        # Bumped by every assignment, revocation and rewind (each moves fetch positions): a
-        # batch gathered across one is dropped and fetched again from the restored positions.
+        # Bumped by every assignment, revocation and install (each moves fetch positions): a
+        # batch gathered across one is dropped and fetched again (app.core.validator_batch).
         self.generation = 0
-        # partitions being restored in the background (paused until installed)
-        self.restoring: dict[TopicPartition, asyncio.Task[None]] = {}
+        # partitions being taken (producer started, state restored) in the background
+        self.taking: dict[TopicPartition, asyncio.Task[None]] = {}
+        self.failures: dict[int, int] = {}  # failed commits in a row, per partition
+        self.fenced = 0
+        self.closing: set[asyncio.Task[None]] = set()  # producers being stopped
         self.ownership = NO_OWNERSHIP  # issue 15 item 2: the worker's (app.shell.faust_app)
+        metrics.extra.append(self.render_metrics)
 
-    # -- lifecycle ----------------------------------------------------------------------------
+    # -- I/O: the only places that make Kafka clients (the shell tests replace them) -----------
 
-    async def start(self) -> None:
-        self.producer = await self._start_producer()
-        self.consumer = group_consumer(
+    def _new_consumer(self) -> AIOKafkaConsumer:
+        return group_consumer(
             self.config.bootstrap, self.config.group_id, fast_groups=self.config.fast_groups
         )
-        await self.consumer.start()
-        self.consumer.subscribe([self.config.admission_topic], listener=_Rebalance(self))
 
-    async def _start_producer(self) -> AIOKafkaProducer:
+    def _new_producer(self, transactional_id: str | None) -> AIOKafkaProducer:
         common: dict[str, Any] = {
             "bootstrap_servers": self.config.bootstrap,
             "acks": "all",
@@ -174,73 +225,149 @@ class ValidatorLoop:
             # The log and dead-letter topics take records up to 8 MiB (topics/topics.json).
             "max_request_size": 9 * 1024 * 1024,
         }
-        if self.config.transactions != "off":
-            producer = AIOKafkaProducer(
-                transactional_id=self.config.transactional_id,
-                transaction_timeout_ms=30000,
-                **common,
-            )
-            try:
-                # InitProducerId with our stable transactional id also fences (aborts) the open
-                # transaction of a previous incarnation of this worker (e.g. after SIGKILL).
-                await asyncio.wait_for(producer.start(), 30)
-                self.transactional = True
-                log.info("validator: transactional producer %s", self.config.transactional_id)
-                return producer
-            except Exception as exc:
-                with contextlib.suppress(Exception):
-                    await producer.stop()
-                if self.config.transactions == "on":
-                    raise
-                log.warning(
-                    "validator: the broker refused transactions (%s); exactly-once then rests "
-                    "on source-offset idempotency (docs/pipeline.md)",
-                    type(exc).__name__,
+        if transactional_id is None:
+            return AIOKafkaProducer(**common)
+        return AIOKafkaProducer(
+            transactional_id=transactional_id,
+            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+            **common,
+        )
+
+    async def _read_outputs(self, partition: int) -> tuple[list[Any], list[Any]]:
+        """Partition ``partition`` of the log and of the dead letters, read with
+        ``read_committed`` until no transaction is pending there (bounded)."""
+        log_records, dead = await asyncio.gather(
+            *(
+                read_topic(
+                    self.config.bootstrap,
+                    topic,
+                    isolation="read_committed",
+                    partitions=[partition],
+                    timeout=300,
+                    stable=STABLE_SECONDS,
                 )
-        producer = AIOKafkaProducer(**common)
-        await producer.start()
-        return producer
+                for topic in (self.config.log_topic, self.config.deadletter_topic)
+            )
+        )
+        return log_records, dead
+
+    async def _read_source(self, source: ForkSource) -> list[dict[str, Any]] | None:
+        try:
+            records = await read_range(
+                self.config.bootstrap,
+                self.config.log_topic,
+                source.partition,
+                source.first_offset,
+                source.last_offset,
+            )
+        except (TimeoutError, OSError, ValueError) as exc:
+            log.warning("validator: fork source unreadable (%s)", type(exc).__name__)
+            return None
+        return fork_events(source, records)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.transactional = await self._probe_transactions()
+        if not self.transactional:
+            self.producer = self._new_producer(None)
+            await self.producer.start()
+        self.consumer = self._new_consumer()
+        await self.consumer.start()
+        self.consumer.subscribe([self.config.admission_topic], listener=_Rebalance(self))
+
+    async def _probe_transactions(self) -> bool:
+        """Whether the broker grants transactions: start (and stop) a transactional producer
+        with the worker's own id."""
+        if self.config.transactions == "off":
+            return False
+        probe = self._new_producer(self.config.transactional_id)
+        try:
+            await asyncio.wait_for(probe.start(), 30)
+        except Exception as exc:
+            if self.config.transactions == "on":
+                raise
+            log.warning(
+                "validator: the broker refused transactions (%s); exactly-once then rests "
+                "on source-offset idempotency (docs/pipeline.md)",
+                type(exc).__name__,
+            )
+            return False
+        finally:
+            with contextlib.suppress(Exception):
+                await probe.stop()
+        # (A worker id of the form p<n> would name partition n's producer here and fence it
+        # once: a retake 10 s later, never a second outcome.)
+        log.info(
+            "validator: transactional producer per admission partition (%s-p<n>)",
+            self.config.group_id,
+        )
+        return True
 
     async def stop(self) -> None:
-        for task in list(self.restoring.values()):
+        for task in list(self.taking.values()):
             task.cancel()
-        await asyncio.gather(*self.restoring.values(), return_exceptions=True)
-        self.restoring.clear()
+        await asyncio.gather(*self.taking.values(), return_exceptions=True)
+        self.taking.clear()
         if self.consumer is not None:
             with contextlib.suppress(Exception):
                 await self.consumer.stop()
-        if self.producer is not None:
-            with contextlib.suppress(Exception):
-                await self.producer.stop()
+        producers = [owned.producer for owned in self.partitions.values()] + [self.producer]
+        self.partitions.clear()
+        for producer in producers:
+            if producer is not None:
+                with contextlib.suppress(Exception):
+                    await producer.stop()
+        await asyncio.gather(*self.closing, return_exceptions=True)
 
-    # -- state restore ------------------------------------------------------------------------
+    # -- ownership: take, forget, fenced -------------------------------------------------------
+
+    def _tp(self, partition: int) -> TopicPartition:
+        return TopicPartition(self.config.admission_topic, partition)
+
+    def _close_later(self, producer: AIOKafkaProducer | None) -> None:
+        if producer is None:
+            return
+
+        async def close() -> None:
+            with contextlib.suppress(Exception):
+                await producer.stop()
+
+        task = asyncio.create_task(close())
+        self.closing.add(task)
+        task.add_done_callback(self.closing.discard)
 
     def forget(self, tp: TopicPartition) -> None:
-        """Drop partition ``tp``'s state (revoked), cancelling its restore if one runs."""
-        task = self.restoring.pop(tp, None)
+        """Drop partition ``tp``: cancel its take, its state and its producer go. Call with
+        the lock held."""
+        task = self.taking.pop(tp, None)
         if task is not None:
             task.cancel()
-        self.partitions.pop(tp.partition, None)
+        owned = self.partitions.pop(tp.partition, None)
+        if owned is not None:
+            self._close_later(owned.producer)
 
-    def restore_later(self, tp: TopicPartition) -> None:
-        """Pause ``tp`` and rebuild its state in the background (``restore``); the partition
-        is fetched again once the state is installed. Call with the lock held."""
+    def take_later(self, tp: TopicPartition, *, after: float = 0.0) -> None:
+        """Pause ``tp`` and take it in the background (``take``), ``after`` seconds from now;
+        it is fetched again once its state is installed. Call with the lock held."""
         assert self.consumer is not None
         self.forget(tp)
         self.consumer.pause(tp)
-        self.restoring[tp] = asyncio.create_task(self._restore_until_done(tp))
+        self.taking[tp] = asyncio.create_task(self._take_until_done(tp, after))
 
-    async def _restore_until_done(self, tp: TopicPartition) -> None:
+    async def _take_until_done(self, tp: TopicPartition, after: float) -> None:
+        if after:
+            await asyncio.sleep(after)
         delay = 0.5
         while True:
             try:
-                await self.restore(tp)
+                await self.take(tp)
                 return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the broker is away: try again
                 log.error(
-                    "validator: restore of partition %d failed (%s); retrying in %.1f s",
+                    "validator: taking partition %d failed (%s); retrying in %.1f s",
                     tp.partition,
                     type(exc).__name__,
                     delay,
@@ -248,64 +375,55 @@ class ValidatorLoop:
                 await asyncio.sleep(delay)
                 delay = min(10.0, delay * 2)
 
-    async def restore(self, tp: TopicPartition) -> None:
-        """Rebuild partition ``tp``'s run states from the log, and the set of source offsets
-        past the committed offset that already have an outcome; then, if ``tp`` is still ours,
-        install them, move the fetch position to that offset and resume the partition.
+    async def take(self, tp: TopicPartition) -> None:
+        """Start ``tp``'s transactional producer (which fences its previous owner and aborts
+        that one's open transaction), then rebuild ``tp``'s state from the log and the dead
+        letters and fetch the committed offset; if ``tp`` is still ours, install the state,
+        move the fetch position to that offset and resume the partition.
 
-        The log and dead letters are read until no transaction is pending on them (``stable``)
-        and only then is the committed offset fetched, and the consumer is moved to it: after a
-        broker restart the markers of our last acknowledged transaction arrive seconds late,
-        and the consumer's own position came from a committed offset fetched before them.
-        Reading the state early and fetching from that stale position decided records twice
-        (found by `a2ui-stream soak`, broker-restart, docs/reliability.md). Outputs past a
-        committed offset that is still stale are in ``seen`` and skipped."""
+        The reads wait until no transaction is pending on them and only then is the committed
+        offset fetched, and the consumer is moved to it: after a broker restart the markers of
+        our last acknowledged transaction arrive seconds late, and the consumer's own position
+        came from a committed offset fetched before them (found by `a2ui-stream soak`,
+        broker-restart, docs/reliability.md). Outputs past a committed offset that is still
+        stale are ``seen`` and skipped."""
         assert self.consumer is not None
-        state = _PartitionState()
-        log_records, dead = await asyncio.gather(
-            *(
-                read_topic(
-                    self.config.bootstrap,
-                    topic,
-                    isolation="read_committed",
-                    partitions=[tp.partition],
-                    timeout=300,
-                    stable=STABLE_SECONDS,
+        producer: AIOKafkaProducer | None = None
+        try:
+            if self.transactional:
+                producer = self._new_producer(self.config.partition_transactional_id(tp.partition))
+                await asyncio.wait_for(producer.start(), 60)
+            log_records, dead = await self._read_outputs(tp.partition)
+            committed = await self.consumer.committed(tp) or 0
+            restored = restore_partition(tp.partition, committed, log_records, dead)
+            async with self.lock:
+                if self.taking.get(tp) is not asyncio.current_task():
+                    return  # revoked (or taken again) meanwhile
+                del self.taking[tp]
+                self.partitions[tp.partition] = _Owned(
+                    restored.runs, committed, restored.seen, producer
                 )
-                for topic in (self.config.log_topic, self.config.deadletter_topic)
-            )
-        )
-        committed = await self.consumer.committed(tp) or 0
-        for record in log_records:
-            if record.key is None:
-                continue
-            run_id = run_of_log_key(record.key)
-            if record.value is None:  # a tombstone: `runs delete` removed this run's events
-                state.runs.pop(run_id, None)
-                continue
-            event = orjson.loads(record.value)
-            state.runs[run_id] = apply(state.runs.get(run_id) or RunState.initial(run_id), event)
-            _note_source(state.seen, record, tp.partition, committed)
-        for record in dead:
-            _note_source(state.seen, record, tp.partition, committed)
-        async with self.lock:
-            if self.restoring.get(tp) is not asyncio.current_task():
-                return  # revoked (or restored again) meanwhile
-            del self.restoring[tp]
-            self.partitions[tp.partition] = state
-            self.positions[tp.partition] = committed
-            self.generation += 1
-            self.consumer.seek(tp, committed)
-            self.consumer.resume(tp)
+                producer = None  # the partition's now
+                self.generation += 1
+                self.consumer.seek(tp, committed)
+                self.consumer.resume(tp)
+        finally:
+            self._close_later(producer)
         log.info(
             "validator: partition %d restored: %d runs from %d log records, %d outcomes past "
             "offset %d",
             tp.partition,
-            len(state.runs),
+            len(restored.runs),
             len(log_records),
-            len(state.seen),
+            len(restored.seen),
             committed,
         )
+
+    def _drop(self, partition: int, retake_after: float) -> None:
+        """Stop deciding for ``partition``: its state and producer go, it is paused, and taken
+        again (a fresh producer and a restore) ``retake_after`` seconds from now unless a
+        rebalance decides otherwise first. Call with the lock held."""
+        self.take_later(self._tp(partition), after=retake_after)
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -316,131 +434,29 @@ class ValidatorLoop:
         # on a 20k-record run). Collect young objects far less often.
         gc.set_threshold(100_000, 50, 50)
         self.ready.set()
-        failures = 0
         while not stopping.is_set():
-            generation = self.generation
+            gathered = self.generation
             batch = await self._gather_batch()
             if not batch:
                 continue
             async with self.lock:
-                if generation != self.generation:
-                    # A rebalance ran while this batch was gathered: the listener runs beside
-                    # getmany, so the batch may hold records fetched before its restore moved
-                    # the positions, and again after it. Fetch it again (found by CI:
-                    # test_crash_safety_under_sigkill decided such records twice).
-                    log.info("validator: dropping a batch gathered across a rebalance")
-                    self._seek_to_positions()
-                    continue
                 try:
-                    if failures >= ISOLATE_AFTER_FAILURES:
-                        await self._process_isolated(batch)
-                    else:
-                        await self._process(batch)
-                    failures = 0
+                    await self._process(batch, gathered)
                 except Exception as exc:
-                    failures += 1
-                    # The type only: an exception's text may quote a producer's payload.
+                    # Every expected failure is handled per partition; this is the net under a
+                    # bug or a client surprise: a crash would leave every partition undecided.
                     log.error(
-                        "validator: batch failed (%s, %d in a row); rewinding to the "
-                        "committed offsets",
-                        type(exc).__name__,
-                        failures,
-                    )
-                    await self._rewind_until_done(stopping)
-
-    def _seek_to_positions(self) -> None:
-        """Fetch every assigned partition again from the next offset to decide (records the
-        dropped batch held past it are fetched again, none is skipped)."""
-        assert self.consumer is not None
-        for tp in self.consumer.assignment():
-            position = self.positions.get(tp.partition)
-            if position is not None and tp.partition in self.partitions:
-                self.consumer.seek(tp, position)
-
-    async def _rewind_until_done(self, stopping: asyncio.Event) -> None:
-        """Rewind, retrying while the broker is away: rewinding starts a producer and reads
-        the log, which fail until it is back. Found by `a2ui-stream soak` (broker-restart,
-        docs/reliability.md): one failed rewind crashed the validator service and the worker
-        exited, leaving its partitions undecided."""
-        delay = 0.5
-        while not stopping.is_set():
-            try:
-                await self._rewind()
-                return
-            except Exception as exc:
-                log.error(
-                    "validator: rewind failed (%s); retrying in %.1f s",
-                    type(exc).__name__,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(10.0, delay * 2)
-
-    async def _process_isolated(self, batch: dict[TopicPartition, list[Any]]) -> None:
-        """After repeated failures: one record per transaction, so one record the broker will
-        not take (e.g. a recorded event over the topic's size limit) cannot stall its
-        partition. Such a record becomes a ``record_unrecordable`` dead letter that keeps the
-        digest and size of its bytes but not the bytes (they are what could not be written)."""
-        for tp, records in batch.items():
-            for record in records:
-                try:
-                    await self._process({tp: [record]})
-                except Exception as exc:
-                    if not _the_records_fault(exc):
-                        raise  # e.g. the broker is away: rewind and retry, record unjudged
-                    log.error(
-                        "validator: record %d:%d cannot be recorded (%s); dead-lettering "
-                        "it without its bytes",
-                        tp.partition,
-                        record.offset,
+                        "validator: batch failed (%s); taking its partitions again",
                         type(exc).__name__,
                     )
-                    await self._abort_quietly()
-                    await self._dead_letter_unrecordable(tp, record, type(exc).__name__)
-
-    async def _abort_quietly(self) -> None:
-        if self.transactional and self.producer is not None:
-            with contextlib.suppress(Exception):
-                await self.producer.stop()
-            self.producer = await self._start_producer()
-
-    async def _dead_letter_unrecordable(self, tp: TopicPartition, record: Any, error: str) -> None:
-        assert self.producer is not None
-        secrets = letter_secrets(self.policy, None, record.key)
-        letter = dead_letter(
-            Violation(
-                "record_unrecordable",
-                "record-write",
-                "",
-                f"the outcome of this record could not be written to Kafka ({error}); "
-                "its bytes are not kept, their sha256 and size are",
-                {"error": error},
-            ),
-            record.value,
-            topic=tp.topic,
-            partition=tp.partition,
-            offset=record.offset,
-            now=now_rfc3339(),
-            run_id=None,
-            correlation_id=None,
-            secrets=secrets,
-            keep_bytes=False,
-        )
-        send = (
-            self.config.deadletter_topic,
-            tp.partition,
-            redact_bytes(record.key, secrets) if record.key is not None else None,
-            orjson.dumps(letter),
-            [(SOURCE_HEADER, f"{tp.partition}:{record.offset}".encode())],
-        )
-        await self._send_and_commit([send], {tp: record.offset + 1})
-        self.metrics.count("refused", "record_unrecordable")
-        self.positions[tp.partition] = record.offset + 1
+                    for tp in batch:
+                        if tp.partition in self.partitions:
+                            self._drop(tp.partition, 0.0)
 
     async def _gather_batch(self) -> dict[TopicPartition, list[Any]]:
-        """Up to ``max_batch`` records, collected for at most ``batch_ms``. One transaction (or
-        one produce-then-commit round trip) per batch: the round trip, not the CPU, bounds a
-        small batch, so batches are as large as the latency budget allows."""
+        """Up to ``max_batch`` records, collected for at most ``batch_ms``. One round of
+        transactions (or one produce-then-commit round trip) per batch: the round trip, not the
+        CPU, bounds a small batch, so batches are as large as the latency budget allows."""
         assert self.consumer is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.batch_ms / 1000
@@ -461,213 +477,258 @@ class ValidatorLoop:
                 count += len(records)
         return batch
 
-    async def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
-        assert self.consumer is not None and self.producer is not None
-        now = now_rfc3339()
-        sends: list[tuple[str, int, bytes | None, bytes, list[tuple[str, bytes]]]] = []
-        offsets: dict[TopicPartition, int] = {}
-        staged: dict[int, dict[str, RunState]] = {}
-        counts: list[tuple[str, str | None]] = []
-        fork_sources = await self._fetch_fork_sources(batch)
-        for tp, records in batch.items():
-            part = self.partitions.get(tp.partition)
-            if part is None or not records:
-                continue  # revoked while the batch was fetched
-            runs = staged.setdefault(tp.partition, {})
-
-            def state_of(
-                run_id: str, runs: dict[str, RunState] = runs, part: _PartitionState = part
-            ) -> RunState | None:
-                return runs.get(run_id) or part.runs.get(run_id)
-
-            # The next offset to decide: offsets only grow, so a record below it was decided
-            # already (before the offset this partition's state was rebuilt for, or earlier in
-            # this very batch after a fetch position moved back) and is never decided again.
-            nxt = self.positions[tp.partition]
-            for record in records:
-                if record.offset < nxt or record.offset in part.seen:
-                    # Decided already: see above, or its outcome is in the log or dead letters.
-                    counts.append(("skipped", None))
-                    nxt = max(nxt, record.offset + 1)
-                    continue
-                nxt = record.offset + 1
-                source = SourceRecord(
-                    tp.topic,
-                    tp.partition,
-                    record.offset,
-                    record.key,
-                    record.value,
-                    tuple(record.headers or ()),
+    async def _process(self, fetched: dict[TopicPartition, list[Any]], gathered: int) -> None:
+        """One batch: the core plans it, the plans are written and committed. Call with the
+        lock held."""
+        batch = {
+            tp.partition: [
+                SourceRecord(
+                    tp.topic, tp.partition, r.offset, r.key, r.value, tuple(r.headers or ())
                 )
-                out = validate(
-                    source,
-                    state_of,
-                    self.policy,
-                    self.rules,
-                    now=now,
-                    partitions=self.config.partitions,
-                    max_bytes=self.config.max_record_bytes,
-                    fetched=fork_sources.get,
-                )
-                header = [(SOURCE_HEADER, f"{tp.partition}:{record.offset}".encode())]
-                if isinstance(out, Append):
-                    runs[out.run_id] = out.state
-                    sends.append((self.config.log_topic, tp.partition, out.key, out.value, header))
-                    counts.append(("admitted", None))
-                    if out.drift is not None:
-                        log.warning(
-                            "envelope_schema_version_drift run=%s sequence=%d from=%d",
-                            out.run_id,
-                            out.sequence,
-                            out.drift,
-                        )
-                elif isinstance(out, AppendMany):
-                    runs[out.run_id] = out.state
-                    for _sequence, key, value in out.records:
-                        sends.append((self.config.log_topic, tp.partition, key, value, header))
-                    for resumed in out.resumes:  # same transaction as the events (issue 7)
-                        sends.append(
-                            (
-                                self.config.resumes_topic,
-                                tp.partition,
-                                out.run_id.encode(),
-                                resumed,
-                                header,
-                            )
-                        )
-                    counts.append(("admitted", None))
-                elif isinstance(out, Reject):
-                    sends.append(
-                        (self.config.deadletter_topic, tp.partition, out.key, out.value, header)
-                    )
-                    counts.append(("refused", out.code))
-                elif isinstance(out, Duplicate):
-                    counts.append(("deduplicated", None))
-            offsets[tp] = nxt  # never below the committed offset, whatever the batch held
-        if not offsets:
+                for r in records
+            ]
+            for tp, records in fetched.items()
+        }
+        isolated = {
+            p: records
+            for p, records in batch.items()
+            if self.failures.get(p, 0) >= ISOLATE_AFTER_FAILURES and p in self.partitions
+        }
+        sources = {
+            s: await self._read_source(s) for s in fork_sources(batch, self.topics.max_bytes)
+        }
+        planned = plan_batch(
+            {p: records for p, records in batch.items() if p not in isolated},
+            {p: owned.view() for p, owned in self.partitions.items()},
+            gathered=gathered,
+            generation=self.generation,
+            policy=self.policy,
+            rules=self.rules,
+            now=now_rfc3339(),
+            topics=self.topics,
+            fetched=sources.get,
+        )
+        if isinstance(planned, Refetch):
+            # A rebalance ran while this batch was gathered: the listener runs beside getmany,
+            # so the batch may hold records fetched before a restore moved the positions, and
+            # again after it (found by CI: test_crash_safety_under_sigkill decided such records
+            # twice). Fetch it again.
+            log.info("validator: dropping a batch gathered across a rebalance")
+            assert self.consumer is not None
+            for partition, position in planned.positions.items():
+                self.consumer.seek(self._tp(partition), position)
             return
-        await self._send_and_commit(sends, offsets)
-        # Only now, with the outputs and offsets committed, does the new state become ours.
-        for partition, runs in staged.items():
-            part = self.partitions.get(partition)
-            if part is not None:
-                part.runs.update(runs)
-                nxt = offsets[_tp(self, partition)]
-                part.seen = {o for o in part.seen if o >= nxt}
-                self.positions[partition] = nxt
-        for outcome, code in counts:
-            self.metrics.count(outcome, code)
+        results = await self._commit(planned)
+        for plan, failure in zip(planned, results, strict=True):
+            self._settle(plan, failure)
+        for partition, records in isolated.items():
+            await self._process_isolated(partition, records, sources)
 
-    async def _fetch_fork_sources(
-        self, batch: dict[TopicPartition, list[Any]]
-    ) -> dict[ForkSource, list[dict[str, Any]] | None]:
-        """Read from the log itself the source events of every fork command in the batch
-        (app.core.host_commands: a command names where they are, never carries them)."""
-        found: dict[ForkSource, list[dict[str, Any]] | None] = {}
-        for records in batch.values():
-            for record in records:
-                if record.value is None or b'"run.fork"' not in record.value:
-                    continue
-                intake = read_admission(
-                    record.key, record.value, max_bytes=self.config.max_record_bytes
+    def _settle(self, plan: PartitionPlan, failure: BaseException | None) -> None:
+        """After a partition's commit: keep its plan, or drop the partition (fenced: another
+        member owns it now; failed: take it again, which rebuilds its state from the log)."""
+        owned = self.partitions.get(plan.partition)
+        if owned is None:
+            return
+        if failure is None:
+            owned.install(plan)
+            self.failures.pop(plan.partition, None)
+            for outcome, code in plan.counts:
+                self.metrics.count(outcome, code)
+            for run_id, sequence, drift in plan.drifts:
+                log.warning(
+                    "envelope_schema_version_drift run=%s sequence=%d from=%d",
+                    run_id,
+                    sequence,
+                    drift,
                 )
-                source = fork_source_of(intake.record) if isinstance(intake, Intake) else None
-                if source is None or source in found:
-                    continue
-                found[source] = await self._read_source(source)
-        return found
-
-    async def _read_source(self, source: ForkSource) -> list[dict[str, Any]] | None:
-        try:
-            records = await read_range(
-                self.config.bootstrap,
-                self.config.log_topic,
-                source.partition,
-                source.first_offset,
-                source.last_offset,
+        elif _fenced(failure):
+            self.fenced += 1
+            log.warning(
+                "validator: partition %d was fenced (%s): another member owns it now; its "
+                "state is dropped and nothing more is decided for it here",
+                plan.partition,
+                type(failure).__name__,
             )
-        except (TimeoutError, OSError, ValueError) as exc:
-            log.warning("validator: fork source unreadable (%s)", type(exc).__name__)
-            return None
-        by_sequence: dict[int, dict[str, Any]] = {}
-        for record in records:
-            if record.key is None or record.value is None:
-                continue
-            if run_of_log_key(record.key) != source.source_run_id:
-                continue
-            event = orjson.loads(record.value)
-            if isinstance(event, dict) and isinstance(event.get("sequence"), int):
-                by_sequence[event["sequence"]] = event
-        return [by_sequence[i] for i in range(source.from_seq) if i in by_sequence]
+            self._drop(plan.partition, FENCED_RETAKE_SECONDS)
+        else:
+            failures = self.failures[plan.partition] = self.failures.get(plan.partition, 0) + 1
+            # The type only: an exception's text may quote a producer's payload.
+            log.error(
+                "validator: partition %d: batch failed (%s, %d in a row); taking it again "
+                "from its committed offset",
+                plan.partition,
+                type(failure).__name__,
+                failures,
+            )
+            self._drop(plan.partition, 0.0)
 
-    async def _send_and_commit(
-        self,
-        sends: list[tuple[str, int, bytes | None, bytes, list[tuple[str, bytes]]]],
-        offsets: dict[TopicPartition, int],
-    ) -> None:
-        assert self.consumer is not None and self.producer is not None
+    async def _commit(self, plans: Sequence[PartitionPlan]) -> list[BaseException | None]:
+        """Write and commit every plan; per plan, None or what failed it."""
+        work = [plan for plan in plans if self._has_work(plan)]
+        if not work:
+            return [None] * len(plans)
         if self.transactional:
-            async with self.producer.transaction():
-                # Wait for every append INSIDE the transaction, before the offsets join it:
-                # measured with aiokafka 0.14, a batch the broker refuses (e.g.
-                # MessageSizeTooLarge) fails only its own future while commit_transaction still
-                # commits the offsets, which would lose that record's outcome. An exception
-                # here aborts the transaction instead.
-                await asyncio.gather(*await self._send_batches(sends))
-                await self.producer.send_offsets_to_transaction(offsets, self.config.group_id)
-            return
-        await asyncio.gather(*await self._send_batches(sends))
-        await self.consumer.commit(offsets)
+            done = await asyncio.gather(
+                *(self._commit_partition(plan) for plan in work), return_exceptions=True
+            )
+            failed = {plan.partition: r for plan, r in zip(work, done, strict=True) if r}
+            return [failed.get(plan.partition) for plan in plans]
+        assert self.consumer is not None and self.producer is not None
+        try:
+            sends = [send for plan in work for send in plan.sends]
+            await asyncio.gather(*await self._send_batches(self.producer, sends))
+            await self.consumer.commit({self._tp(p.partition): p.next_offset for p in work})
+        except Exception as exc:
+            written = {id(plan) for plan in work}
+            return [exc if id(plan) in written else None for plan in plans]
+        return [None] * len(plans)
+
+    def _has_work(self, plan: PartitionPlan) -> bool:
+        owned = self.partitions.get(plan.partition)
+        return bool(plan.sends) or owned is None or plan.next_offset > owned.next_offset
+
+    async def _commit_partition(self, plan: PartitionPlan) -> None:
+        owned = self.partitions[plan.partition]
+        producer = owned.producer
+        assert producer is not None
+        async with producer.transaction():
+            # Wait for every append INSIDE the transaction, before the offsets join it:
+            # measured with aiokafka 0.14, a batch the broker refuses (e.g.
+            # MessageSizeTooLarge) fails only its own future while commit_transaction still
+            # commits the offsets, which would lose that record's outcome. An exception here
+            # aborts the transaction instead.
+            await asyncio.gather(*await self._send_batches(producer, plan.sends))
+            await producer.send_offsets_to_transaction(
+                {self._tp(plan.partition): plan.next_offset}, self.config.group_id
+            )
+
+    async def _process_isolated(
+        self,
+        partition: int,
+        records: list[SourceRecord],
+        sources: dict[ForkSource, list[dict[str, Any]] | None],
+    ) -> None:
+        """After repeated failures: one record per transaction, so one record the broker will
+        not take (e.g. a recorded event over the topic's size limit) cannot stall its
+        partition. Such a record becomes a ``record_unrecordable`` dead letter
+        (``plan_unrecordable``)."""
+        for record in records:
+            owned = self.partitions.get(partition)
+            if owned is None:
+                return  # fenced or failed meanwhile: it is being taken again
+            planned = plan_batch(
+                {partition: [record]},
+                {partition: owned.view()},
+                gathered=0,
+                generation=0,
+                policy=self.policy,
+                rules=self.rules,
+                now=now_rfc3339(),
+                topics=self.topics,
+                fetched=sources.get,
+            )
+            assert not isinstance(planned, Refetch)
+            [plan] = planned
+            [failure] = await self._commit([plan])
+            if failure is not None and _the_records_fault(failure) and not _fenced(failure):
+                log.error(
+                    "validator: record %d:%d cannot be recorded (%s); dead-lettering it "
+                    "without its bytes",
+                    partition,
+                    record.offset,
+                    type(failure).__name__,
+                )
+                try:
+                    await self._renew_producer(partition, owned)
+                except Exception as exc:
+                    self._settle(plan, exc)
+                    return
+                plan = plan_unrecordable(
+                    record,
+                    type(failure).__name__,
+                    owned.view(),
+                    self.policy,
+                    now_rfc3339(),
+                    self.topics,
+                )
+                [failure] = await self._commit([plan])
+            self._settle(plan, failure)
+
+    async def _renew_producer(self, partition: int, owned: _Owned) -> None:
+        """A fresh producer for a partition we own after its transaction was refused (what
+        aiokafka's producer holds after that is not worth trusting): its start fences only our
+        own previous one."""
+        if owned.producer is None:
+            return  # without transactions the one plain producer carries on
+        self._close_later(owned.producer)
+        owned.producer = None
+        producer = self._new_producer(self.config.partition_transactional_id(partition))
+        try:
+            await asyncio.wait_for(producer.start(), 60)
+        except BaseException:
+            self._close_later(producer)
+            raise
+        owned.producer = producer
 
     async def _send_batches(
-        self, sends: list[tuple[str, int, bytes | None, bytes, list[tuple[str, bytes]]]]
+        self, producer: AIOKafkaProducer, sends: Sequence[Send]
     ) -> list[asyncio.Future[Any]]:
         """Produce ``sends`` as whole record batches per topic-partition, in order: a batch
         per partition costs one accumulator round instead of one per record (measured: the
         per-record ``send`` was a third of the validator's CPU)."""
-        assert self.producer is not None
-        producer = self.producer
         builders: dict[tuple[str, int], Any] = {}
         futures: list[asyncio.Future[Any]] = []
-        for topic, partition, key, value, headers in sends:
-            builder = builders.get((topic, partition))
+        for send in sends:
+            where = (send.topic, send.partition)
+            headers = list(send.headers)  # the record builder (a C extension) takes a list
+            builder = builders.get(where)
             if builder is None:
-                builder = builders[(topic, partition)] = producer.create_batch()
-            if builder.append(key=key, value=value, timestamp=None, headers=headers) is None:
-                futures.append(await producer.send_batch(builder, topic, partition=partition))
-                builder = builders[(topic, partition)] = producer.create_batch()
-                if builder.append(key=key, value=value, timestamp=None, headers=headers) is None:
-                    raise ValueError(f"a record of {len(value)} bytes exceeds the batch size")
+                builder = builders[where] = producer.create_batch()
+            if (
+                builder.append(key=send.key, value=send.value, timestamp=None, headers=headers)
+                is None
+            ):
+                futures.append(
+                    await producer.send_batch(builder, send.topic, partition=send.partition)
+                )
+                builder = builders[where] = producer.create_batch()
+                if (
+                    builder.append(key=send.key, value=send.value, timestamp=None, headers=headers)
+                    is None
+                ):
+                    raise ValueError(f"a record of {len(send.value)} bytes exceeds the batch size")
         for (topic, partition), builder in builders.items():
             if builder.record_count():
                 futures.append(await producer.send_batch(builder, topic, partition=partition))
         return futures
 
-    async def _rewind(self) -> None:
-        """After a failed batch: drop the staged work, rebuild state, resume at committed."""
-        assert self.consumer is not None
-        if self.transactional and self.producer is not None:
-            with contextlib.suppress(Exception):
-                await self.producer.stop()
-            self.producer = await self._start_producer()
-        # Each restore moves its partition's fetch position to the offset it rebuilt for.
-        self.generation += 1
-        for tp in list(self.consumer.assignment()):
-            self.restore_later(tp)
+    # -- what it reports ----------------------------------------------------------------------
 
     def lag(self) -> dict[int, int]:
-        """Records not yet processed, per assigned admission partition (high watermark minus
-        the next offset to process)."""
+        """Records not yet processed, per owned and restored admission partition (high
+        watermark minus the next offset to decide)."""
         consumer = self.consumer
         if consumer is None:
             return {}
         lags: dict[int, int] = {}
         for tp in consumer.assignment():
             high = consumer.highwater(tp)
-            nxt = self.positions.get(tp.partition)
-            if high is not None and nxt is not None:
-                lags[tp.partition] = max(0, high - nxt)
+            owned = self.partitions.get(tp.partition)
+            if high is not None and owned is not None:
+                lags[tp.partition] = max(0, high - owned.next_offset)
         return lags
+
+    def render_metrics(self) -> list[str]:
+        return [
+            "# HELP a2ui_validator_fenced_total Commits refused because another member had "
+            "taken the partition over (its producer was fenced).",
+            "# TYPE a2ui_validator_fenced_total counter",
+            f"a2ui_validator_fenced_total {self.fenced}",
+            "# HELP a2ui_validator_partitions Admission partitions this validator decides for.",
+            "# TYPE a2ui_validator_partitions gauge",
+            f"a2ui_validator_partitions {len(self.partitions)}",
+        ]
 
 
 # What the broker refuses because of the record itself. Anything else (a connection lost, a
@@ -682,22 +743,20 @@ _RECORD_FAULTS = (
 )
 
 
-def _the_records_fault(exc: BaseException) -> bool:
+def _caused_by(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, _RECORD_FAULTS):
+        if isinstance(seen, kinds):
             return True
         seen = seen.__cause__
     return False
 
 
-def _tp(loop: ValidatorLoop, partition: int) -> TopicPartition:
-    return TopicPartition(loop.config.admission_topic, partition)
+def _the_records_fault(exc: BaseException) -> bool:
+    return _caused_by(exc, _RECORD_FAULTS)
 
 
-def _note_source(seen: set[int], record: Any, partition: int, committed: int) -> None:
-    for name, value in record.headers or ():
-        if name == SOURCE_HEADER:
-            src_partition, _, offset = value.decode().partition(":")
-            if int(src_partition) == partition and int(offset) >= committed:
-                seen.add(int(offset))
+def _fenced(exc: BaseException) -> bool:
+    """Another producer with the partition's transactional id started after ours (aiokafka
+    raises ProducerFenced for the broker's INVALID_PRODUCER_EPOCH)."""
+    return _caused_by(exc, (ProducerFenced, InvalidProducerEpoch))

@@ -1,0 +1,401 @@
+"""The validator's batch step and its restore fold: what one fetched batch turns into.
+
+Role: pure decisions over values (the Kafka Streams split between a task's processing and its
+driver). The shell's validator loop fetches a batch of admission records, calls ``plan_batch``
+once and performs what it returns: per owned partition, the records to write (topic,
+partition, key, value, headers), the admission offset to commit with them (in that
+partition's own transaction, docs/pipeline.md "Exactly once"), and the run states to keep once
+that commit succeeded; or, for a batch gathered across a rebalance, the positions to fetch it
+again from. ``restore_partition`` is the fold that rebuilds a partition's state from what its
+log and dead-letter partitions hold; ``plan_unrecordable`` is the last-resort outcome of a
+record whose outcome the broker refuses to take.
+
+The rules it applies (each found by a fault scenario, docs/reliability.md):
+
+- offsets only grow: a record below the partition's next offset to decide was decided already
+  (before the offset its state was rebuilt for, or earlier in this very batch after a fetch
+  position moved back) and is never decided again; nor is a record whose outcome the log or
+  the dead letters already hold (``seen``: a broker without transactions, docs/pipeline.md);
+- the offset committed is the next one to decide, never lower than the state's;
+- a partition the loop does not own (not yet restored, revoked, fenced) is not decided;
+- a batch gathered while the loop's generation changed (an assignment, a revocation, a restore
+  moving a fetch position) may hold the same records twice: it is dropped and fetched again.
+
+May import: the standard library, orjson and app.core.* (pure). No aiokafka, no asyncio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from app.core.dead_letter import dead_letter, redact_bytes
+from app.core.fold import apply
+from app.core.host_commands import ForkSource, fork_source_of
+from app.core.intake import Intake, read_admission
+from app.core.keys import run_of_log_key
+from app.core.payload_rules import PayloadRules
+from app.core.policy import HostPolicy
+from app.core.refusal import Violation
+from app.core.run_state import RunState
+from app.core.validator import (
+    Append,
+    AppendMany,
+    Duplicate,
+    Reject,
+    SourceRecord,
+    letter_secrets,
+    validate,
+)
+
+__all__ = [
+    "SOURCE_HEADER",
+    "PartitionPlan",
+    "PartitionState",
+    "Refetch",
+    "Restored",
+    "Send",
+    "Stored",
+    "Topics",
+    "fork_events",
+    "fork_sources",
+    "plan_batch",
+    "plan_unrecordable",
+    "restore_partition",
+    "source_of",
+]
+
+# Every output names the admission record it came from: ``a2ui-source: <partition>:<offset>``.
+SOURCE_HEADER = "a2ui-source"
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """Where the outcomes go, and the admission topic's limits."""
+
+    log: str
+    deadletter: str
+    resumes: str
+    partitions: int  # of the admission topic (= of the log and dead letters: co-partitioned)
+    max_bytes: int  # admission records larger are record_too_large before parsing
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """One record to produce."""
+
+    topic: str
+    partition: int
+    key: bytes | None
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """What the step knows of one owned, restored admission partition. ``runs`` is read here,
+    never written: it is the shell's store, which the shell updates with a plan's ``runs``
+    once the plan is committed (a copy per batch would cost as much as the store is large)."""
+
+    runs: Mapping[str, RunState]
+    next_offset: int  # the next admission offset to decide
+    seen: frozenset[int] = frozenset()  # offsets at or past it whose outcome is written
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionPlan:
+    """One partition's share of a batch: write ``sends`` and commit ``next_offset``, atomically
+    (one transaction); only then keep ``runs`` (the runs it changed), ``next_offset`` and
+    ``seen``, and count ``counts`` ((outcome, code) per record)."""
+
+    partition: int
+    sends: tuple[Send, ...]
+    next_offset: int
+    runs: Mapping[str, RunState]
+    seen: frozenset[int]
+    counts: tuple[tuple[str, str | None], ...]
+    drifts: tuple[tuple[str, int, int], ...] = ()  # (runId, sequence, from): schema drift
+
+
+@dataclass(frozen=True, slots=True)
+class Refetch:
+    """Drop the batch and fetch every owned partition again from ``positions``."""
+
+    positions: Mapping[int, int]
+
+
+def _header(partition: int, offset: int) -> tuple[tuple[str, bytes], ...]:
+    return ((SOURCE_HEADER, f"{partition}:{offset}".encode()),)
+
+
+def source_of(headers: Iterable[tuple[str, bytes]] | None) -> tuple[int, int] | None:
+    """The admission (partition, offset) an output names in its ``a2ui-source`` header."""
+    for name, value in headers or ():
+        if name == SOURCE_HEADER:
+            partition, _, offset = value.decode().partition(":")
+            return int(partition), int(offset)
+    return None
+
+
+def plan_batch(
+    batch: Mapping[int, Sequence[SourceRecord]],
+    owned: Mapping[int, PartitionState],
+    *,
+    gathered: int,
+    generation: int,
+    policy: HostPolicy,
+    rules: PayloadRules,
+    now: str,
+    topics: Topics,
+    fetched: Callable[[ForkSource], Any] | None = None,
+) -> Refetch | tuple[PartitionPlan, ...]:
+    """Decide a fetched batch (records by admission partition, in offset order). ``owned``:
+    the partitions this loop decides for; ``gathered``/``generation``: the loop's generation
+    when the batch began and now; ``fetched``: the log events of each fork source the batch
+    needs (``fork_sources``), read by the shell beforehand."""
+    if gathered != generation:
+        return Refetch({p: state.next_offset for p, state in owned.items()})
+    plans = []
+    for partition, records in batch.items():
+        state = owned.get(partition)
+        if state is None or not records:
+            continue  # not ours (any more, or not yet)
+        plans.append(
+            _plan_partition(partition, records, state, policy, rules, now, topics, fetched)
+        )
+    return tuple(plans)
+
+
+@dataclass
+class _Staged:
+    sends: list[Send] = field(default_factory=list)
+    runs: dict[str, RunState] = field(default_factory=dict)
+    counts: list[tuple[str, str | None]] = field(default_factory=list)
+    drifts: list[tuple[str, int, int]] = field(default_factory=list)
+
+
+def _plan_partition(
+    partition: int,
+    records: Sequence[SourceRecord],
+    state: PartitionState,
+    policy: HostPolicy,
+    rules: PayloadRules,
+    now: str,
+    topics: Topics,
+    fetched: Callable[[ForkSource], Any] | None,
+) -> PartitionPlan:
+    staged = _Staged()
+    runs, stored, seen = staged.runs, state.runs, state.seen
+
+    def state_of(run_id: str) -> RunState | None:
+        return runs.get(run_id) or stored.get(run_id)
+
+    nxt = state.next_offset
+    for record in records:
+        if record.offset < nxt or record.offset in seen:
+            staged.counts.append(("skipped", None))  # decided already (module docstring)
+            nxt = max(nxt, record.offset + 1)
+            continue
+        nxt = record.offset + 1
+        out = validate(
+            record,
+            state_of,
+            policy,
+            rules,
+            now=now,
+            partitions=topics.partitions,
+            max_bytes=topics.max_bytes,
+            fetched=fetched or _nothing,
+        )
+        _route(out, record, partition, topics, staged)
+    return PartitionPlan(
+        partition,
+        tuple(staged.sends),
+        nxt,
+        runs,
+        frozenset(o for o in seen if o >= nxt),
+        tuple(staged.counts),
+        tuple(staged.drifts),
+    )
+
+
+def _nothing(_source: ForkSource) -> None:
+    return None
+
+
+def _route(
+    out: Append | AppendMany | Reject | Duplicate,
+    record: SourceRecord,
+    partition: int,
+    topics: Topics,
+    staged: _Staged,
+) -> None:
+    """Where one outcome goes: events to the log, dead letters beside them, a command's resume
+    records to the resumes topic (in the same transaction: issue 7), all on the record's own
+    partition number (the topics are co-partitioned) and naming their source."""
+    header = _header(partition, record.offset)
+    if isinstance(out, Append):
+        staged.runs[out.run_id] = out.state
+        staged.sends.append(Send(topics.log, partition, out.key, out.value, header))
+        staged.counts.append(("admitted", None))
+        if out.drift is not None:
+            staged.drifts.append((out.run_id, out.sequence, out.drift))
+    elif isinstance(out, AppendMany):
+        staged.runs[out.run_id] = out.state
+        for _sequence, key, value in out.records:
+            staged.sends.append(Send(topics.log, partition, key, value, header))
+        run_key = out.run_id.encode()
+        for resumed in out.resumes:
+            staged.sends.append(Send(topics.resumes, partition, run_key, resumed, header))
+        staged.counts.append(("admitted", None))
+    elif isinstance(out, Reject):
+        staged.sends.append(Send(topics.deadletter, partition, out.key, out.value, header))
+        staged.counts.append(("refused", out.code))
+    else:
+        staged.counts.append(("deduplicated", None))
+
+
+def plan_unrecordable(
+    record: SourceRecord,
+    error: str,
+    state: PartitionState,
+    policy: HostPolicy,
+    now: str,
+    topics: Topics,
+) -> PartitionPlan:
+    """The outcome of a record whose outcome the broker will not take (its size, corruption):
+    a ``record_unrecordable`` dead letter keeping the sha256 and size of its bytes but not the
+    bytes (they are what could not be written), so that one record cannot stall its
+    partition. ``error`` names the broker's refusal (a type name, never its text)."""
+    secrets = letter_secrets(policy, None, record.key)
+    letter = dead_letter(
+        Violation(
+            "record_unrecordable",
+            "record-write",
+            "",
+            f"the outcome of this record could not be written to Kafka ({error}); "
+            "its bytes are not kept, their sha256 and size are",
+            {"error": error},
+        ),
+        record.value,
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        now=now,
+        run_id=None,
+        correlation_id=None,
+        secrets=secrets,
+        keep_bytes=False,
+    )
+    key = redact_bytes(record.key, secrets) if record.key is not None else None
+    nxt = record.offset + 1
+    send = Send(
+        topics.deadletter,
+        record.partition,
+        key,
+        orjson.dumps(letter),
+        _header(record.partition, record.offset),
+    )
+    return PartitionPlan(
+        record.partition,
+        (send,),
+        max(nxt, state.next_offset),
+        {},
+        frozenset(o for o in state.seen if o >= nxt),
+        (("refused", "record_unrecordable"),),
+    )
+
+
+# -- restore ----------------------------------------------------------------------------------
+
+
+class Stored(Protocol):
+    """A record read back from the log or the dead letters (an aiokafka ConsumerRecord)."""
+
+    @property
+    def key(self) -> bytes | None: ...
+
+    @property
+    def value(self) -> bytes | None: ...
+
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """A partition's state rebuilt from its log and dead letters: the runs (a fresh dict, handed
+    to the shell's store) and the admission offsets at or past the committed one whose outcome
+    is already written."""
+
+    runs: dict[str, RunState]
+    seen: frozenset[int]
+
+    def state(self, committed: int) -> PartitionState:
+        return PartitionState(self.runs, committed, self.seen)
+
+
+def restore_partition(
+    partition: int, committed: int, log: Iterable[Stored], dead: Iterable[Stored]
+) -> Restored:
+    """``reduce(apply, log)`` per run, in log order: the state ``decide`` needs is the log
+    itself, folded by the function that made it (a property test checks replay = live). A
+    tombstone (``runs delete``) drops the run. Outputs naming a source at or past ``committed``
+    on ``partition`` are ``seen``: their records must not be decided again."""
+    runs: dict[str, RunState] = {}
+    seen: set[int] = set()
+    for record in log:
+        if record.key is None:
+            continue
+        run_id = run_of_log_key(record.key)
+        if record.value is None:
+            runs.pop(run_id, None)
+            continue
+        event = orjson.loads(record.value)
+        runs[run_id] = apply(runs.get(run_id) or RunState.initial(run_id), event)
+        _note(seen, record, partition, committed)
+    for record in dead:
+        _note(seen, record, partition, committed)
+    return Restored(runs, frozenset(seen))
+
+
+def _note(seen: set[int], record: Stored, partition: int, committed: int) -> None:
+    source = source_of(record.headers)
+    if source is not None and source[0] == partition and source[1] >= committed:
+        seen.add(source[1])
+
+
+# -- fork sources -----------------------------------------------------------------------------
+
+
+def fork_sources(batch: Mapping[int, Sequence[SourceRecord]], max_bytes: int) -> list[ForkSource]:
+    """The log ranges the batch's fork commands name (app.core.host_commands: a command says
+    where its source events are, never carries them); the shell reads each before the step."""
+    found: dict[ForkSource, None] = {}
+    for records in batch.values():
+        for record in records:
+            if record.value is None or b'"run.fork"' not in record.value:
+                continue  # a screen: only a fork command holds this token
+            intake = read_admission(record.key, record.value, max_bytes=max_bytes)
+            source = fork_source_of(intake.record) if isinstance(intake, Intake) else None
+            if source is not None:
+                found[source] = None
+    return list(found)
+
+
+def fork_events(source: ForkSource, records: Iterable[Stored]) -> list[dict[str, Any]]:
+    """The source run's events ``0 .. fromSeq-1`` among the log records read for ``source``
+    (another run's records in the range are not its; ``decide_command`` refuses a gap)."""
+    by_sequence: dict[int, dict[str, Any]] = {}
+    for record in records:
+        if record.key is None or record.value is None:
+            continue
+        if run_of_log_key(record.key) != source.source_run_id:
+            continue
+        event = orjson.loads(record.value)
+        if isinstance(event, dict) and isinstance(event.get("sequence"), int):
+            by_sequence[event["sequence"]] = event
+    return [by_sequence[i] for i in range(source.from_seq) if i in by_sequence]

@@ -1,0 +1,372 @@
+"""The validator loop (app/shell/validator_loop.py), driven with an in-memory Kafka double
+(tests/shell/memory_kafka.py) through the rebalance, restore and fencing edges, in seconds.
+
+Each test publishes a mixed corpus to the double's admission topic, moves partitions between
+members by calling their rebalance listeners as aiokafka would, and ends with the fault
+suite's own accounting (``app.shell.fault_accounting.tally`` against the core oracle): every
+record exactly one outcome, per-run order kept. The real-broker tests (tests/integration) run
+the same loop against Apache Kafka; no test there uses this double.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import TopicPartition
+
+import app.shell.validator_loop as validator_loop
+from app.core.keys import partition_for_run
+from app.core.policy import HostPolicy
+from app.core.validator_batch import source_of
+from app.shell.fault_accounting import Accounting, Outputs, oracle, tally
+from app.shell.fault_kit import RULES, Published, components, corpus, create, envelope
+from app.shell.metrics import Metrics
+from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
+from tests.shell.memory_kafka import MemoryConsumer, MemoryKafka, MemoryProducer
+
+PARTITIONS = 3
+ADMISSION, LOG, DEAD, RESUMES = "adm", "log", "dead", "resumes"
+GROUP = "app-validator"
+
+
+def _config(worker: str, transactions: str = "on") -> ValidatorConfig:
+    return ValidatorConfig(
+        bootstrap="memory",
+        admission_topic=ADMISSION,
+        log_topic=LOG,
+        deadletter_topic=DEAD,
+        partitions=PARTITIONS,
+        group_id=GROUP,
+        transactional_id=f"app-validator-{worker}",
+        transactions=transactions,
+        resumes_topic=RESUMES,
+    )
+
+
+class Unfenced(ValidatorConfig):
+    """The design before issue 15 item 4, as far as fencing goes: transactional ids that
+    differ from member to member, so a new owner's start fences nobody else."""
+
+    def partition_transactional_id(self, partition: int) -> str:
+        return f"{self.transactional_id}-p{partition}"
+
+
+class MemoryLoop(ValidatorLoop):
+    """The real loop; only the clients are the double's."""
+
+    def __init__(self, kafka: MemoryKafka, config: ValidatorConfig, batch_bytes: int) -> None:
+        super().__init__(config, HostPolicy(), RULES, Metrics())
+        self.kafka, self.batch_bytes = kafka, batch_bytes
+
+    def _new_consumer(self) -> Any:
+        return MemoryConsumer(self.kafka, self.config.group_id)
+
+    def _new_producer(self, transactional_id: str | None) -> Any:
+        return MemoryProducer(self.kafka, transactional_id, batch_bytes=self.batch_bytes)
+
+    async def _read_outputs(self, partition: int) -> tuple[list[Any], list[Any]]:
+        return self.kafka.visible(LOG, partition), self.kafka.visible(DEAD, partition)
+
+    async def _read_source(self, source: Any) -> None:
+        return None
+
+    @property
+    def member(self) -> MemoryConsumer:
+        assert isinstance(self.consumer, MemoryConsumer)
+        return self.consumer
+
+
+@dataclass
+class Stage:
+    kafka: MemoryKafka
+    published: list[Published]
+
+    @asynccontextmanager
+    async def member(self, config: ValidatorConfig, *, batch_bytes: int = 1 << 20) -> Any:
+        loop = MemoryLoop(self.kafka, config, batch_bytes)
+        await loop.start()
+        stopping = asyncio.Event()
+        task = asyncio.create_task(loop.run(stopping))
+        try:
+            yield loop
+        finally:
+            stopping.set()
+            await asyncio.wait_for(task, 10)
+            await loop.stop()
+
+    def publish(self, records: list[Published]) -> None:
+        for rec in records:
+            self.kafka.append(ADMISSION, partition_for_run(rec.run, PARTITIONS), rec.key, rec.value)
+        self.published += records
+
+    def outcomes(self) -> int:
+        return sum(len(self.kafka.visible(t, p)) for t in (LOG, DEAD) for p in range(PARTITIONS))
+
+    def account(self) -> Accounting:
+        admission = [r for p in range(PARTITIONS) for r in self.kafka.visible(ADMISSION, p)]
+        want = oracle(admission, HostPolicy(), RULES, partitions=PARTITIONS, max_bytes=1_048_576)
+
+        def read(topic: str) -> list[tuple[dict[str, Any], tuple[int, int] | None]]:
+            return [
+                (orjson.loads(r.value), source_of(r.headers))
+                for p in range(PARTITIONS)
+                for r in self.kafka.visible(topic, p)
+                if r.value is not None
+            ]
+
+        committed = {
+            p: self.kafka.committed.get((GROUP, ADMISSION, p), 0) for p in range(PARTITIONS)
+        }
+        return tally(len(admission), want, Outputs(read(LOG), read(DEAD)), committed)
+
+    def due(self) -> int:
+        admission = [r for p in range(PARTITIONS) for r in self.kafka.visible(ADMISSION, p)]
+        want = oracle(admission, HostPolicy(), RULES, partitions=PARTITIONS, max_bytes=1_048_576)
+        return sum(
+            len(w.events) if w.kind == "admitted" else 1
+            for w in want.wants.values()
+            if w.kind != "deduplicated"
+        )
+
+    def decided(self) -> bool:
+        """Every record published has its outcome and its offset committed."""
+        ends = {p: len(self.kafka.logs[(ADMISSION, p)]) for p in range(PARTITIONS)}
+        committed = all(
+            self.kafka.committed.get((GROUP, ADMISSION, p), 0) >= end for p, end in ends.items()
+        )
+        return committed and self.outcomes() >= self.due()
+
+
+@pytest.fixture
+def stage() -> Iterator[Stage]:
+    yield Stage(MemoryKafka(), [])
+
+
+def _corpus(seed: int, runs: int = 6, per_run: int = 30) -> list[Published]:
+    return corpus(runs=runs, per_run=per_run, seed=seed, prefix=f"t{seed}")
+
+
+def _tps(*partitions: int) -> list[TopicPartition]:
+    return [TopicPartition(ADMISSION, p) for p in (partitions or range(PARTITIONS))]
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Wait for ``condition`` (a completion signal), bounded."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not reached within {timeout:.0f}s: {what}")
+        await asyncio.sleep(0.005)
+
+
+def _hold(loop: MemoryLoop, *partitions: int) -> asyncio.Event:
+    """Make ``loop``'s producers (of ``partitions``, default all) stand still before their
+    commits until the returned event is set."""
+    hold = asyncio.Event()
+    for p, owned in loop.partitions.items():
+        if not partitions or p in partitions:
+            assert isinstance(owned.producer, MemoryProducer)
+            owned.producer.hold = hold
+    return hold
+
+
+def _clean(acc: Accounting) -> None:
+    assert acc.ok and acc.twice == 0, (acc.line(), acc.problems)
+    assert acc.admitted and acc.refused and acc.deduplicated
+
+
+async def test_one_member_decides_every_record_once(stage: Stage) -> None:
+    async with stage.member(_config("w1")) as w1:
+        await w1.member.assign(_tps())
+        stage.publish(_corpus(1))
+        await until(stage.decided, "every record decided")
+    _clean(stage.account())
+    # one transactional id per partition, each initialized once (plus the worker's probe)
+    assert sorted(stage.kafka.inits) == [
+        "app-validator-p0",
+        "app-validator-p1",
+        "app-validator-p2",
+        "app-validator-w1",
+    ]
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["per-partition ids", "unfenced"])
+async def test_a_zombie_commits_nothing_its_successor_decides(stage: Stage, fenced: bool) -> None:
+    """A member holds an open transaction (records written, commit not yet sent) when the
+    group gives its partitions to another member; then it carries on with its commit. With a
+    transactional id per partition the successor's start fenced it; with per-member ids (the
+    design before) its commit lands beside the successor's outcomes."""
+    config = _config if fenced else (lambda w: Unfenced(**vars(_config(w))))
+    async with stage.member(config("w1")) as w1, stage.member(config("w2")) as w2:
+        await w1.member.assign(_tps())
+        stage.publish(_corpus(2)[:60])
+        await until(stage.decided, "the first records decided by w1")
+        # w1 stands still inside its next commit (a GC pause, a stalled VM) ...
+        hold = _hold(w1)
+        stage.publish(_corpus(2)[60:])
+        await until(
+            lambda: any(stage.kafka.pending(LOG, p) for p in range(PARTITIONS)),
+            "w1 inside a transaction",
+        )
+        # ... the group drops it and gives its partitions to w2, which decides them ...
+        await w2.member.assign(_tps())
+        await until(stage.decided, "every record decided by w2")
+        # ... then w1 wakes up and commits what it held.
+        hold.set()
+        await until(
+            lambda: (
+                not w1.lock.locked()
+                and not any(
+                    stage.kafka.pending(t, p) for t in (LOG, DEAD) for p in range(PARTITIONS)
+                )
+            ),
+            "w1 done with the batch it held",
+        )
+        await w1.member.revoke(_tps())  # its next heartbeat tells it
+    acc = stage.account()
+    if fenced:
+        _clean(acc)
+        assert w1.fenced >= 1 and not w1.partitions
+    else:
+        assert acc.twice > 0 and not acc.ok  # the double does catch the zombie
+
+
+async def test_a_partition_revoked_while_its_transaction_is_open(stage: Stage) -> None:
+    """The revocation waits for the batch in flight: its transaction commits first, and the
+    next owner starts from that commit."""
+    async with stage.member(_config("w1")) as w1, stage.member(_config("w2")) as w2:
+        await w1.member.assign(_tps())
+        await until(lambda: len(w1.partitions) == PARTITIONS, "w1 took its partitions")
+        hold = _hold(w1)
+        stage.publish(_corpus(3))
+        await until(
+            lambda: any(stage.kafka.pending(LOG, p) for p in range(PARTITIONS)),
+            "w1 inside a transaction",
+        )
+        revoking = asyncio.create_task(w1.member.revoke(_tps()))
+        for _ in range(20):  # everything else here is instantaneous: let it all run
+            await asyncio.sleep(0)
+        assert not revoking.done()  # held by the open transaction
+        hold.set()
+        await asyncio.wait_for(revoking, 5)
+        assert not w1.partitions and w1.fenced == 0
+        await w2.member.assign(_tps())
+        await until(stage.decided, "every record decided by w2")
+    _clean(stage.account())
+
+
+async def test_a_partition_given_back_to_the_same_member(stage: Stage) -> None:
+    """An eager rebalance revokes and assigns again: the member takes its partitions anew (a
+    new producer, the state restored from the log) and carries on at the right sequences."""
+    records = _corpus(4)
+    async with stage.member(_config("w1")) as w1:
+        await w1.member.assign(_tps())
+        stage.publish(records[: len(records) // 2])
+        await until(stage.decided, "the first half decided")
+        before = {p: dict(owned.runs) for p, owned in w1.partitions.items()}
+        await w1.member.revoke(_tps())
+        await w1.member.assign(_tps())
+        await until(lambda: len(w1.partitions) == PARTITIONS, "taken again")
+        # restore = live: the state rebuilt from the log is the state the decisions left
+        assert {p: dict(owned.runs) for p, owned in w1.partitions.items()} == before
+        stage.publish(records[len(records) // 2 :])
+        await until(stage.decided, "every record decided")
+    _clean(stage.account())
+    assert stage.kafka.inits.count("app-validator-p0") == 2
+
+
+async def test_a_new_owner_decides_nothing_before_its_producer_is_initialized(
+    stage: Stage,
+) -> None:
+    """The take starts the partition's producer first (which fences the previous owner and
+    aborts its open transaction); until then the partition is paused and not decided."""
+    gate = stage.kafka.init_gates["app-validator-p1"] = asyncio.Event()
+    async with stage.member(_config("w1")) as w1:
+        await w1.member.assign(_tps())
+        stage.publish(_corpus(5))
+        await until(lambda: sorted(w1.partitions) == [0, 2], "partitions 0 and 2 taken")
+        await until(
+            lambda: (
+                stage.kafka.committed.get((GROUP, ADMISSION, 0), 0)
+                == len(stage.kafka.logs[(ADMISSION, 0)])
+            ),
+            "partition 0 decided",
+        )
+        assert not stage.kafka.visible(LOG, 1) and not stage.kafka.visible(DEAD, 1)
+        assert TopicPartition(ADMISSION, 1) in w1.member.paused
+        gate.set()
+        await until(stage.decided, "every record decided")
+    _clean(stage.account())
+
+
+async def test_a_fence_without_a_rebalance_is_taken_again(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker fenced a partition's producer although the group still gives the partition
+    to this member (it aborts a transaction past its timeout so): the partition is dropped and
+    taken again once no rebalance came, and nothing is decided twice."""
+    monkeypatch.setattr(validator_loop, "FENCED_RETAKE_SECONDS", 0.05)
+    async with stage.member(_config("w1")) as w1:
+        await w1.member.assign(_tps())
+        await until(lambda: len(w1.partitions) == PARTITIONS, "w1 took its partitions")
+        hold = _hold(w1, 0)
+        stage.publish(_corpus(6))
+        await until(
+            lambda: stage.kafka.pending(LOG, 0) or stage.kafka.pending(DEAD, 0),
+            "a transaction open on partition 0",
+        )
+        stage.kafka.fence("app-validator-p0")
+        hold.set()
+        await until(lambda: w1.fenced == 1, "the fence seen")
+        await until(stage.decided, "every record decided")
+        assert sorted(w1.partitions) == [0, 1, 2]
+    _clean(stage.account())
+
+
+async def test_without_transactions_a_failed_commit_skips_what_was_written(
+    stage: Stage,
+) -> None:
+    """A broker without transactions: the outputs of a batch whose offset commit failed are
+    on the topics; the partition is taken again and those records, ``seen`` in the log and
+    dead letters past the committed offset, are not decided twice."""
+    async with stage.member(_config("w1", transactions="off")) as w1:
+        assert not w1.transactional
+        await w1.member.assign(_tps())
+        stage.publish(_corpus(7)[:50])
+        await until(stage.decided, "the first records decided")
+        w1.member.commit_failures = 1
+        stage.publish(_corpus(7)[50:])
+        await until(stage.decided, "every record decided")
+        assert w1.metrics.outcomes["skipped"] > 0
+    _clean(stage.account())
+
+
+async def test_a_record_the_log_will_not_take_becomes_unrecordable(stage: Stage) -> None:
+    """Three failed commits in a row put the partition in one-record transactions, and the
+    record whose event is larger than the log takes is dead-lettered as record_unrecordable;
+    the records after it are still decided."""
+    run = "t8-run"
+    big = envelope(run, 0, [create("s"), components("s", "x" * 3000)], "s")  # over 2000 bytes
+    after = envelope(run, 1, [create("s2")], "s2")
+    records = [
+        Published(run, run.encode(), orjson.dumps(r), r["envelope"]["correlationId"])
+        for r in (big, after)
+    ]
+    async with stage.member(_config("w1"), batch_bytes=2000) as w1:
+        await w1.member.assign(_tps())
+        stage.publish(records)
+        await until(lambda: stage.outcomes() >= 2, "both records have an outcome")
+    [letter] = [
+        orjson.loads(r.value) for p in range(PARTITIONS) for r in stage.kafka.visible(DEAD, p)
+    ]
+    assert letter["code"] == "record_unrecordable" and letter["original"]["base64"] == ""
+    [event] = [
+        orjson.loads(r.value) for p in range(PARTITIONS) for r in stage.kafka.visible(LOG, p)
+    ]
+    assert event["sequence"] == 0 and event["causationId"] == after["envelope"]["correlationId"]
