@@ -50,8 +50,9 @@ Exit status: 0 done, 1 the command's own "not clean" (refused records, topic dri
 or configuration error (the message says what to change), 70 a bug.
 """
 
-# What `soak` and `bench scale` say in --help: their modules' docstrings are written for
-# developers (module paths, issue numbers), so the users' text is set here (issue 19 item 5).
+# What `soak` says in --help: its module's docstring is written for developers (module
+# paths, issue numbers), so the users' text is set here (issue 19 item 5). `bench scale`
+# has its own (bench_scale.DESCRIPTION and EPILOG).
 _USER_DESCRIPTIONS = {
     ("soak",): (
         "Run the fault scenarios (docs/reliability.md: workers and the broker killed, "
@@ -60,12 +61,6 @@ _USER_DESCRIPTIONS = {
         "input fuzzing. Prints one row per scenario with the totals (--json: one JSON object). "
         "Exit status 0 all clean, 1 anything lost, duplicated, mis-ordered, decided wrongly or "
         "crashed, 2 usage."
-    ),
-    ("bench", "scale"): (
-        "What a worker costs as the log grows: its memory against the envelopes recorded, the "
-        "time from a restart to ready, the state two workers hold, and reads of runs a worker "
-        "owns against runs another owns, on a real broker. Prints a table (--json: one JSON "
-        "object)."
     ),
 }
 

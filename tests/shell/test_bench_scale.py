@@ -35,10 +35,10 @@ def test_bench_scale_registers_its_options_with_the_issue_defaults() -> None:
         10.0,
         None,
     )
-    assert (args.restarts, args.reads, args.read_rounds, args.designs) == (3, 200, 3, ["today"])
+    assert (args.restarts, args.reads, args.read_rounds, args.designs) == (3, 200, 3, ["default"])
     assert args.func is bench.run
-    args = parser.parse_args(["scale", "--json", "--envelopes", "2000", "--designs", "today"])
-    assert (args.json, args.envelopes, args.designs) == (True, 2000, ["today"])
+    args = parser.parse_args(["scale", "--json", "--envelopes", "2000", "--designs", "default"])
+    assert (args.json, args.envelopes, args.designs) == (True, 2000, ["default"])
 
 
 def test_an_unknown_design_or_a_too_small_size_is_a_usage_error(
@@ -47,7 +47,7 @@ def test_an_unknown_design_or_a_too_small_size_is_a_usage_error(
     parser = argparse.ArgumentParser()
     bench.register(parser.add_subparsers())
     assert bench.run(parser.parse_args(["scale", "--designs", "nope"])) == 2
-    assert "unknown design nope; known: today" in capsys.readouterr().err
+    assert "unknown design nope; known: default" in capsys.readouterr().err
     assert bench.run(parser.parse_args(["scale", "--envelopes", "10"])) == 2
     assert "--envelopes >= 1000" in capsys.readouterr().err
 
@@ -154,20 +154,29 @@ def _result() -> dict[str, Any]:
     point = {
         "envelopes": 2000,
         "rss_mb": 90.0,
-        "run_index_runs": 50,
+        "data_dir_mb": 0.5,
+        "http_runs": 50,
         "cpu_us_per_envelope": 100.0,
     }
     restart = {
         "web_s": 0.6,
         "reads_s": 9.0,
         "admission_s": 9.5,
+        "validator_restored_s": 9.4,
         "ready_s": 9.5,
+        "quiet_s": 12.0,
         "stopped_s": 0.01,
+        "exited_by_itself": True,
         "rss_mb_before": 90.0,
         "rss_mb_after": 88.0,
         "rss_mb_peak_during": 95.0,
     }
-    state = {"run_index_runs": 50, "validator_run_states": 50, "projector_surfaces": 80}
+    state = {
+        "http_runs": 50,
+        "validator_run_states": 50,
+        "projector_surfaces": 80,
+        "data_dir_mb": 1.5,
+    }
     worker = {
         **state,
         "worker": "a",
@@ -175,9 +184,10 @@ def _result() -> dict[str, Any]:
         "partitions": [0, 2, 4],
         "share_of_one": {
             "rss_mb": 1.0,
-            "run_index_runs": 1.0,
+            "http_runs": 1.0,
             "validator_run_states": 0.5,
             "projector_surfaces": None,
+            "data_dir_mb": 1.0,
         },
     }
     read = {"p50_ms": 0.7, "p99_ms": 1.5, "rounds": [[0.7, 1.4], [0.6, 1.5]], "requests": 40}
@@ -187,15 +197,16 @@ def _result() -> dict[str, Any]:
         "envelopes_per_second": 800.0,
         "curve": [{**point, "envelopes": 1000, "rss_mb": 80.0}, point],
         "rss_kb_per_envelope": 10.2,
+        "rss_mb_at_1m": None,
         "rss_mb_at_1m_extrapolated": 9_980.0,
         "rss_ratio_last_to_50k": None,
         "restarts": [
             {**restart, "signal": "SIGKILL"},
-            {**restart, "signal": "SIGTERM", "ready_s": 3.4},
+            {**restart, "signal": "SIGTERM", "ready_s": 3.4, "exited_by_itself": False},
         ],
         "one_worker": {**state, "rss_mb": 90.0, "cpu": {"cpu_us_per_envelope": 60.0}},
         "two_workers": {
-            "join": {"ready_s": 3.3},
+            "join": {"ready_s": 3.3, "validator_restored_s": 3.0, "quiet_s": 5.0},
             "workers": [worker, {**worker, "worker": "b", "partitions": [1, 3, 5]}],
             "cpu": {"cpu_us_per_envelope": 90.0},
             "restart_one": {"ready_s": 9.7},
@@ -222,8 +233,9 @@ def _result() -> dict[str, Any]:
             "refused": 0.01,
             "duplicated": 0.01,
         },
-        "columns": {"today": "every worker tails the whole log"},
-        "designs": {"today": design},
+        "code": "a38fa6a",
+        "columns": {"default": "the worker as built"},
+        "designs": {"default": design},
     }
 
 
@@ -231,8 +243,8 @@ def test_the_table_has_a_column_per_design_and_the_targets() -> None:
     text = bench.table(_result())
     lines = text.splitlines()
     header = next(line for line in lines if "target (issue 15)" in line)
-    assert "today" in header
-    assert "column today: every worker tails the whole log" in text
+    assert "default" in header
+    assert "column default: the worker as built" in text and "(a38fa6a)" in lines[0]
     assert "(a shared machine: timings are noisy)" in lines[0]
     for label in (
         "1,000",
@@ -246,10 +258,12 @@ def test_the_table_has_a_column_per_design_and_the_targets() -> None:
     ):
         assert any(label in line for line in lines), label
     assert any("9.5 s" in line and "<= 15 s" in line for line in lines)
+    assert any("9,980 MB (extrapolated)" in line for line in lines)
+    assert any("(did not exit: SIGKILLed)" in line for line in lines)
     assert any("100%; 100% / 50% / n/a" in line and "each <= 60%" in line for line in lines)
     # a second design lines up as a second column
     two = _result()
-    two["designs"]["owner"] = two["designs"]["today"]
+    two["designs"]["owner"] = two["designs"]["default"]
     two["columns"]["owner"] = "reads served by the owner"
     header = next(line for line in bench.table(two).splitlines() if "target" in line)
-    assert header.index("today") < header.index("owner") < header.index("target")
+    assert header.index("default") < header.index("owner") < header.index("target")
