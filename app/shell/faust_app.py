@@ -53,6 +53,9 @@ __all__ = ["BODY_ROOM", "StreamTopics", "WorkerApp", "WorkerWeb", "create_app", 
 # just over the limit is refused by intake with its exact size (app.core.http_admission).
 BODY_ROOM = 64 * 1024
 
+# How long the web server waits for a running request when the worker stops (WorkerWeb).
+SHUTDOWN_GRACE_SECONDS = 2.0
+
 
 def policy_from(settings: Settings) -> HostPolicy:
     """The host policy the settings describe (floor and strictness are configuration; host
@@ -93,7 +96,15 @@ class WorkerWeb(AiohttpWeb):
         # complete request head has arrived by then (aiohttp.web_protocol.RequestHandler). Set
         # short, it is the header timeout; it also ends idle keep-alive connections. A handler
         # that is running (an SSE stream) is never cut by it.
-        self._runner = AppRunner(self.web_app, access_log=None, keepalive_timeout=read_timeout)
+        # shutdown_timeout: on stop, a request still running (an SSE stream, a long poll) gets
+        # this long to end, and then as long again once cancelled; aiohttp's 60 s default held
+        # a Ctrl-C for two minutes while a viewer was open (issue 19 item 7). Clients reconnect.
+        self._runner = AppRunner(
+            self.web_app,
+            access_log=None,
+            keepalive_timeout=read_timeout,
+            shutdown_timeout=SHUTDOWN_GRACE_SECONDS,
+        )
 
 
 class WorkerApp(faust.App):

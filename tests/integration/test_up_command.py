@@ -3,13 +3,16 @@ stops everything it started."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -99,8 +102,32 @@ def test_up_runs_the_embedded_broker_and_a_worker_until_ctrl_c(tmp_path) -> None
         bootstrap = log.split("export KAFKA_BOOTSTRAP=")[1].split()[0]
         assert _port_open(bootstrap)
         _assert_laptop_mode_is_this_machine_only(port)
+        # a viewer left open: an SSE stream in progress when Ctrl-C comes (issue 19 item 7;
+        # before: the web server waited 60 s for it, then 60 s more once cancelled)
+        envelope = (
+            Path(__file__).resolve().parents[2] / "examples" / "envelope-v2.json"
+        ).read_bytes()
+        posted = send_raw(
+            f"http://127.0.0.1:{port}",
+            "POST",
+            "/runs/demo/envelopes",
+            envelope,
+            {"Content-Type": "application/json"},
+        )
+        assert posted.status == 201, posted.raw
+        stream = socket.create_connection(("127.0.0.1", port), timeout=30)
+        stream.sendall(f"GET /runs/demo/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        assert b" 200 " in stream.recv(4096).split(b"\r\n")[0]
+
+        def read_on() -> None:  # as a browser does, until the server closes the stream
+            with contextlib.suppress(OSError):
+                while stream.recv(65536):
+                    pass
+
+        threading.Thread(target=read_on, daemon=True).start()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
+        stream.close()
         assert not _port_open(bootstrap), "Ctrl-C left the embedded broker running"
         # issue 19 item 5: the happy path logs no ERROR (before, at every embedded start:
         # "Unexpected error during InitProducerIdRequest" and "Topic ...-__assignor-__leader
