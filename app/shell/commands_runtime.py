@@ -368,12 +368,12 @@ def _when_answering(base: str, then: Callable[[], None], token: str | None = Non
 def _run_worker(args: argparse.Namespace) -> int:
     settings = load_settings()
     _check_web_port(settings)
+    bootstrap = _bootstrap(args, settings)
     if settings.http_auth and not settings.http_tokens:
         _log(
             "worker: WARNING A2UI_STREAM_HTTP_TOKENS is not set: every run endpoint and the "
             "viewer's run pages answer 401 until it holds a token (see a2ui-stream worker --help)"
         )
-    bootstrap = _bootstrap(args, settings)
     base = _web_base(settings)
     return _start_worker(
         _transactions_for(settings, bootstrap),
