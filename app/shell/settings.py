@@ -109,7 +109,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "A2UI_STREAM_WORKER_ID",
         "",
-        "Stable id of this worker (default: the host name). The validator's transactional id derives from it, so a restarted worker fences its previous incarnation; give every worker of a group its own.",
+        "Stable id of this worker (default: the host name); the validator probes transactions with it at start. Fencing is per admission partition (transactional id <app id>-validator-p<n>, whoever owns the partition), not per worker. Give every worker of a group its own.",
     ),
     (
         "A2UI_STREAM_TRANSACTIONS",
