@@ -629,7 +629,13 @@ class Bench:
 
     async def _cancel(self, run: MixRun) -> None:
         url = f"{self.workers[0].base}/runs/{project_run_id(run.run_id)}/cancel"
-        status, body = await self.request("POST", url, b"{}")
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:  # 503 (a partition moving in a rebalance) or no answer: retry, bounded
+            status, body = await self.request("POST", url, b"{}")
+            if status not in (0, 503) or time.monotonic() > deadline:
+                break
+            self.check()
+            await asyncio.sleep(0.2)
         if status not in (200, 504):  # 504: published, decided later
             raise OperatorError(
                 f"bench scale: POST .../cancel answered {status}: "

@@ -80,7 +80,7 @@ from app.shell.http_forward import Forwarder
 from app.shell.http_gateway import AdmissionGateway, Published
 from app.shell.http_streams import RunStreams
 from app.shell.ownership import Ownership
-from app.shell.run_index import RunIndex, RunLog
+from app.shell.run_index import PartitionUnsure, RunIndex, RunLog
 from app.shell.validator_loop import now_rfc3339
 
 __all__ = ["HttpApi", "request_guard"]
@@ -313,13 +313,20 @@ class HttpApi:
             {"Allow": allowed},
         )
 
-    async def _lookup(self, run_id: str) -> RunLog | None:
+    async def _lookup(self, run_id: str) -> RunLog | web.Response:
         """The run as this worker's log tail holds it, read up to the log's end before
-        answering "not found" (another worker may have just recorded it)."""
-        return await self.index.lookup(run_id, self.wait_seconds)
-
-    def _not_found(self, run_id: str) -> web.Response:
-        return _error(error("not_found", f"run {run_id!r} has no recorded event"))
+        answering "not found" (another worker may have just recorded it). A 404 only when
+        this worker read the run's partition to its end and still serves it: a partition that
+        moved away or back into its restore while the request waited (a rebalance), or a tail
+        that did not catch up in time, is a 503 with Retry-After, never a "not found" for a
+        run the log may well hold."""
+        try:
+            run = await self.index.lookup(run_id, self.wait_seconds)
+        except PartitionUnsure as unsure:
+            return self._unavailable(str(unsure))
+        if run is None:
+            return _error(error("not_found", f"run {run_id!r} has no recorded event"))
+        return run
 
     # -- discovery ------------------------------------------------------------------------------
 
@@ -371,8 +378,8 @@ class HttpApi:
         if wrong is not None:
             return wrong
         run = await self._lookup(run_id)
-        if run is None:
-            return self._not_found(run_id)
+        if isinstance(run, web.Response):
+            return run
         return _json(200, self._run_doc(run))
 
     def _run_doc(self, run: RunLog) -> dict[str, Any]:
@@ -405,8 +412,8 @@ class HttpApi:
             return _error(after)
         delta = v1 and self.delta_transport and request.query.get("a2uiDelta") in ("1", "true")
         run = await self._lookup(run_id)
-        if run is None:
-            return self._not_found(run_id)
+        if isinstance(run, web.Response):
+            return run
         accept = request.headers.get("Accept", "")
         if "application/json" in accept and "text/event-stream" not in accept:
             events = self.streams.event_docs(run, after=-1 if after is None else after, delta=delta)
@@ -431,8 +438,8 @@ class HttpApi:
             return _error(query)
         after, timeout = query
         run = await self._lookup(run_id)
-        if run is None:
-            return self._not_found(run_id)
+        if isinstance(run, web.Response):
+            return run
         return _json(200, await self.streams.poll(run, after, timeout))
 
     # -- admission ------------------------------------------------------------------------------
@@ -566,8 +573,8 @@ class HttpApi:
         if isinstance(body, web.Response):
             return body
         source = await self._lookup(run_id)
-        if source is None:
-            return self._not_found(run_id)
+        if isinstance(source, web.Response):
+            return source
         markers = [e.event["payload"] for e in source.events if e.type == "run.forked"]
         point = ForkPoint(
             source.last_sequence,
@@ -692,8 +699,9 @@ class HttpApi:
         wrong = self._method(request, "POST")
         if wrong is not None:
             return wrong
-        if await self._lookup(run_id) is None:
-            return self._not_found(run_id)
+        found = await self._lookup(run_id)
+        if isinstance(found, web.Response):
+            return found
         done = await self._command(run_id, {"type": "run.cancel"})
         if isinstance(done, web.Response):
             return done
@@ -709,8 +717,8 @@ class HttpApi:
         if not isinstance(body, dict) or "resumeValue" not in body:
             return _error(error("validation_error", "the body is {resumeValue}"))
         run = await self._lookup(run_id)
-        if run is None:
-            return self._not_found(run_id)
+        if isinstance(run, web.Response):
+            return run
         command = {
             "type": "interrupt.resolve",
             "nodeId": node,
@@ -731,8 +739,8 @@ class HttpApi:
         if isinstance(body, web.Response):
             return body
         run = await self._lookup(run_id)
-        if run is None:
-            return self._not_found(run_id)
+        if isinstance(run, web.Response):
+            return run
         sid = body.get("surfaceId", V1_SURFACE_ID) if isinstance(body, dict) else None
         if not isinstance(sid, str):
             return _error(error("validation_error", "surfaceId must be a string"))

@@ -146,6 +146,11 @@ def _source_of(record: Any) -> str | None:
     return None
 
 
+class PartitionUnsure(Exception):
+    """A lookup that can say neither "here it is" nor "not recorded": the run's partition is
+    not (or no longer) owned and read here, or its tail did not catch up in time."""
+
+
 class RunIndex:
     """Tails the owned partitions of the log (into the store) and of the dead letters."""
 
@@ -486,15 +491,25 @@ class RunIndex:
 
     async def lookup(self, run_id: str, timeout: float) -> RunLog | None:
         """The run, or None only once this worker has read its partition of the log up to
-        where it ended when asked (read-your-writes: a run recorded a moment ago by a write
-        this worker did not see is never "not found" merely because the tail is behind).
-        Known runs answer at once; waits at most ``timeout`` seconds."""
+        where it ended when asked and still owns it (read-your-writes: a run recorded a
+        moment ago by a write this worker did not see is never "not found" merely because the
+        tail is behind); PartitionUnsure when it cannot say. Known runs answer at once; waits
+        at most ``timeout`` seconds."""
         found = self._load(run_id)
         if found is not None:
             return found
-        if self.partitions:
-            await self.read_to_end([partition_for_run(run_id, self.partitions)], timeout)
-        return self._load(run_id)
+        if not self.partitions:
+            raise PartitionUnsure("the log's partitions are not known yet")
+        partition = partition_for_run(run_id, self.partitions)
+        complete = await self.read_to_end([partition], timeout)
+        found = self._load(run_id)
+        if found is not None:
+            return found
+        if partition not in self.ready_partitions or partition not in self.owned:
+            raise PartitionUnsure(f"partition {partition} moved while the request waited")
+        if not complete:
+            raise PartitionUnsure(f"partition {partition} was not read to its end in time")
+        return None
 
     async def read_to_end(self, partitions: Iterable[int], timeout: float) -> bool:
         """Wait until these owned partitions of the log have been read up to their last stable

@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from app.core.keys import log_key, partition_for_run
-from app.shell.run_index import RunIndex
+from app.shell.run_index import PartitionUnsure, RunIndex
 from app.shell.settings import Settings
 from app.shell.topics_admin import desired_for, ensure_topics
 
@@ -132,3 +132,27 @@ async def test_a_revoked_partition_leaves_and_its_readers_are_told(
             await asyncio.sleep(0.1)
         again = index.get(RUN)
         assert again is not None and again.last_sequence == 2 and not again.moved
+
+
+async def test_a_partition_revoked_while_a_lookup_waits_is_unsure_not_absent(
+    broker, settings, tmp_path: Path
+) -> None:
+    """A rebalance during a lookup: the run may well be recorded (its new owner has it), so
+    the answer is PartitionUnsure (HTTP 503 with Retry-After), never None (HTTP 404). Before:
+    None, and bench scale's cancel of a recorded run answered 404 in CI."""
+    names = await _topics(broker.bootstrap, settings)
+    partition = partition_for_run(RUN, settings.partitions)
+    await _append(broker.bootstrap, names["log"], RUN, range(1), settings.partitions)
+    absent = next(
+        f"tenant/a-{i}"
+        for i in range(1000)
+        if partition_for_run(f"tenant/a-{i}", settings.partitions) == partition
+    )
+    async with _tailing(broker.bootstrap, names, tmp_path / "store", {partition}) as index:
+        waiting = asyncio.create_task(index.lookup(absent, timeout=30))
+        await asyncio.sleep(0)  # the lookup is waiting on the partition's end offset
+        index.revoked(frozenset({partition}))
+        with pytest.raises(PartitionUnsure):
+            await waiting
+        with pytest.raises(PartitionUnsure):  # and a lookup after it, while away
+            await index.lookup(RUN, timeout=1)
