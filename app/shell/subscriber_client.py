@@ -102,11 +102,12 @@ class SubscriberClient:
 
     async def _produce(self, topic: str, key: bytes, value: bytes | None) -> None:
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
-        await producer.start()
-        try:
+        try:  # start inside: a broker that is away must not leave the client unclosed
+            await producer.start()
             await producer.send_and_wait(topic, value, key=key)
         finally:
-            await producer.stop()
+            with contextlib.suppress(Exception):
+                await producer.stop()
 
     async def surfaces(self, stopping: asyncio.Event) -> AsyncIterator[Delivered]:
         """Validated surfaces, in frame order, until ``stopping`` is set."""
@@ -116,9 +117,9 @@ class SubscriberClient:
             max_partition_fetch_bytes=8 * 1024 * 1024,
         )
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
-        await consumer.start()
-        await producer.start()
-        try:
+        try:  # both closed whichever start fails (the broker away, a bad address)
+            await consumer.start()
+            await producer.start()
             tps = [TopicPartition(self.topic, p) for p in range(self.spec.partitions)]
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
