@@ -16,6 +16,9 @@ middleware in app.shell.http_api), as values:
   is a "simple" request: text/plain, a form encoding, or no body type at all. Every mutating
   request must therefore say ``Content-Type: application/json`` (parameters such as a charset
   are allowed), which no page can send cross-site without a preflight this host never answers.
+  A request for a path no route serves changes nothing, so it is exempt and answers 404
+  ``not_found`` whatever its method (spec/v2/core/errors.md §Unadvertised operations: an absent
+  route is a 404, not another refusal).
 - The bind address: the laptop mode (auth off) may only listen on a loopback address.
 
 May import: the standard library (``ipaddress``) and app.core.http_errors.
@@ -47,12 +50,14 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 @dataclass(frozen=True, slots=True)
 class RequestHead:
-    """The parts of a request the guards read (header values as received, None if absent)."""
+    """The parts of a request the guards read (header values as received, None if absent);
+    ``routed``: some route serves the path (False: the web server answers 404)."""
 
     method: str
     host: str | None
     origin: str | None
     content_type: str | None
+    routed: bool = True
 
 
 def _authority(text: str) -> tuple[str, int | None] | None:
@@ -152,7 +157,8 @@ def check_request(head: RequestHead, *, loopback_only: bool) -> HttpError | None
             "own pages)",
             {"rule": "origin"},
         )
-    if head.method.upper() not in SAFE_METHODS and not is_json_media_type(head.content_type):
+    mutating = head.routed and head.method.upper() not in SAFE_METHODS
+    if mutating and not is_json_media_type(head.content_type):
         return error(
             "unsupported_media_type",
             f"send Content-Type: {JSON_MEDIA_TYPE} with a JSON body (every POST requires it)",

@@ -120,6 +120,8 @@ def request_guard(*, loopback_only: bool, max_record_bytes: int) -> Middleware:
             request.headers.get("Host"),
             request.headers.get("Origin"),
             request.headers.get("Content-Type"),
+            # a path no route serves: the handler raises HTTPNotFound, answered below
+            routed=not isinstance(request.match_info.http_exception, web.HTTPNotFound),
         )
         refused = check_request(head, loopback_only=loopback_only)
         if refused is not None:

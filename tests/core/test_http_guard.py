@@ -200,6 +200,20 @@ JSON = "application/json"
         ),
         (RequestHead("HEAD", "a2ui.internal", None, None), False, None),
         (RequestHead("OPTIONS", "a2ui.internal", None, None), False, None),
+        # a path no route serves changes nothing: it answers 404 (errors.md §Unadvertised
+        # operations), whatever the method; the Host and Origin rules still come first
+        (RequestHead("DELETE", "a2ui.internal", None, None, routed=False), False, None),
+        (RequestHead("POST", LOOPBACK, None, "text/plain", routed=False), True, None),
+        (
+            RequestHead("PUT", "evil.example:6066", None, None, routed=False),
+            True,
+            ("forbidden", "host-loopback"),
+        ),
+        (
+            RequestHead("POST", LOOPBACK, "http://evil.example", None, routed=False),
+            True,
+            ("forbidden", "origin"),
+        ),
     ],
 )
 def test_check_request(

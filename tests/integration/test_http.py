@@ -651,6 +651,27 @@ def test_faust_default_routes_are_not_served(floor2: list[Http], path: str) -> N
     assert (reply.status, (reply.body or {}).get("error")) == (404, "not_found"), reply.raw[:300]
 
 
+@pytest.mark.parametrize("path", ["/prompts", "/content/settings"])
+def test_unadvertised_operations_answer_404_not_found(floor2: list[Http], path: str) -> None:
+    """v2-unadvertised-operation-not-found: discovery advertises neither ``prompts`` nor
+    ``content``, so their reads are absent routes: 404 with the registered code not_found, in
+    the closed error envelope, for the suite's request (bearer token, OpenWOP-Version: 2.0,
+    Accept: application/json) and for any other method (no 415 for a route that is not there)."""
+    v2 = Http(floor2[0].base, version="2.0")
+    doc = v2.get("/.well-known/openwop").body
+    assert "prompts" not in doc and "content" not in doc
+    reply = v2.get(path, headers={"Accept": "application/json"})
+    assert (reply.status, reply.body["error"]) == (404, "not_found"), reply.raw[:300]
+    assert set(reply.body) == {"error", "message"} and reply.body["message"]
+    assert reply.headers["Content-Type"].startswith("application/json")
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        bare = send_raw(floor2[0].base, method, path, b"x", {"Content-Type": "text/plain"})
+        assert (bare.status, (bare.body or {}).get("error")) == (404, "not_found"), (
+            method,
+            bare.raw[:300],
+        )
+
+
 def test_health_and_metrics_still_answer(floor2: list[Http]) -> None:
     anonymous = Http(floor2[0].base, token=None)
     assert anonymous.get("/health").status == 200
