@@ -12,12 +12,15 @@ May import: the standard library and ``app.core.policy``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from app.core.policy import SURFACE_KIND, SURFACE_VERSIONS, UNIVERSAL_KINDS
 
 __all__ = [
+    "HEADERS",
     "IMPLEMENTATION_NAME",
     "PREFERRED_VERSION",
     "PROTOCOL_VERSIONS",
@@ -42,6 +45,15 @@ _SINCE, _UNTIL = "2.0", "2.1"  # §12: a record that is not stable needs ``until
 # for clarifications or schema rounds and has no chat turn, so all three are 0, as the v2
 # reference host advertises them.
 _V1_LIMITS = {"clarificationRounds": 0, "schemaRounds": 0, "envelopesPerTurn": 0}
+# The response headers of every discovery answer. capabilities.md §4 (the suite's
+# ``discovery`` scenario): the document SHOULD carry Cache-Control so clients cache it. It holds
+# configuration only (no run data, no caller-specific view: it is served without a token), so
+# any cache may keep it; a minute bounds how long a redeployed floor or strictness goes unseen.
+# The document depends on the ``OpenWOP-Version`` request header (v1 or v2), so a cache must
+# key on it (RFC 9110 §12.5.5).
+HEADERS: Mapping[str, str] = MappingProxyType(
+    {"Cache-Control": "public, max-age=60", "Vary": "OpenWOP-Version"}
+)
 # ``OpenWOP-Version``: ``<major>`` or ``<major>.<minor>`` (RFC 0149 §C grammar, the minor
 # optional), or ``<major>.x``; surrounding whitespace is not part of the value (RFC 9110 §5.5).
 _VERSION = re.compile(r"\s*(0|[1-9][0-9]{0,8})(?:\.(?:0|[1-9][0-9]{0,8}|x))?\s*")

@@ -49,6 +49,7 @@ import orjson
 from aiohttp import web
 
 from app.core.actions import check_action
+from app.core.discovery import HEADERS as DISCOVERY_HEADERS
 from app.core.discovery import DiscoveryConfig, document_for
 from app.core.http_admission import (
     AdmissionRequest,
@@ -334,7 +335,7 @@ class HttpApi:
 
     async def discover(self, request: web.Request) -> web.StreamResponse:
         document = document_for(request.headers.get("OpenWOP-Version"), self.discovery)
-        return _json(200, document)
+        return _json(200, document, dict(DISCOVERY_HEADERS))
 
     # -- /runs/... and /v1/runs/... -------------------------------------------------------------
 

@@ -108,3 +108,25 @@ async def test_a_body_sent_slowly_is_answered_408(server: Any) -> None:
         assert json.loads(body)["error"] == "a2ui-stream.request_timeout"
     finally:
         writer.close()
+
+
+async def _get(web: Any, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], Any]:
+    import aiohttp
+
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{_port(web)}{path}", headers=headers) as response,
+    ):
+        return response.status, dict(response.headers), await response.json(content_type=None)
+
+
+@pytest.mark.parametrize("version", [None, "2.0"])
+async def test_discovery_may_be_cached_per_version(server: Any, version: str | None) -> None:
+    """The suite's ``discovery`` scenario: 'serves Cache-Control per capabilities.md §4', read
+    without a token; v1 (no header) and v2 alike. The document differs by OpenWOP-Version, so
+    a cache is told to key on it."""
+    headers = {"OpenWOP-Version": version} if version else {}
+    status, got, body = await _get(server, "/.well-known/openwop", headers)
+    assert status == 200 and "supportedEnvelopes" in body
+    assert got.get("Cache-Control") == "public, max-age=60"
+    assert got.get("Vary") == "OpenWOP-Version"
