@@ -15,7 +15,9 @@ Commands:
   surface bound to the node is tainted, and the interrupt stays pending; ``not_found`` when
   no interrupt is pending there; ``interrupt_already_resolved`` (409) when it was resolved
   after ``expectedSequence``, the run's last sequence the requester saw (a concurrent
-  resolve). Accepted: ``interrupt.resolved {nodeId, resumeValue}`` (SR-1 redacted).
+  resolve), and for any resolve on a run that has ended (errors.md §One code per state: a
+  cancelled or completed run's interrupts are closed). Accepted: ``interrupt.resolved {nodeId,
+  resumeValue}`` (SR-1 redacted).
 - ``action.submit`` ``{surfaceId, sourceComponentId, name, context, expectedSequence}``
   (a2ui-action-confinement; the HTTP layer checked the component and the context against the
   materialized surface at ``expectedSequence``, app.core.actions): re-checked here against the
@@ -303,9 +305,19 @@ def _resolve(
     node = command.get("nodeId")
     if not isinstance(node, str) or not node:
         return _invalid("/command/nodeId", "nodeId must be a non-empty string")
-    ended = _terminal(state)
-    if ended is not None:
-        return ended
+    if state.lifecycle.status in TERMINAL_STATUSES:
+        # spec/v2/core/errors.md §One code per state (RFC 0213 §C): a resolve of an interrupt
+        # whose run is cancelled or completed is 409 interrupt_already_resolved, never
+        # run_terminal or interrupt_cancelled (the suite's v2-interrupt-resolve-terminal).
+        # Decided by the status alone: an ended run's state is compacted and keeps no
+        # interrupts (app.core.run_snapshot.compact), and no interrupt of it can be resolved.
+        return Violation(
+            "interrupt_already_resolved",
+            "interrupt-pending",
+            "/command/nodeId",
+            f"the run is {state.lifecycle.status}: the interrupt at {node!r} is closed",
+            {"nodeId": node, "runStatus": state.lifecycle.status},
+        )
     found = state.lifecycle.interrupt(node)
     if found is None or found[0] != "pending":
         if found is not None and found[1] > _expected(command):

@@ -66,6 +66,7 @@ from app.core.http_admission import (
 )
 from app.core.http_errors import HttpError, error
 from app.core.http_guard import RequestHead, check_request
+from app.core.http_snapshot import SNAPSHOT_EVENT_TYPES, snapshot
 from app.core.keys import partition_for_run
 from app.core.ownership import FORWARDED_HEADER, Forward, Local, route
 from app.core.refusal import Violation
@@ -386,21 +387,9 @@ class HttpApi:
         return _json(200, self._run_doc(run))
 
     def _run_doc(self, run: RunLog) -> dict[str, Any]:
-        interrupts: dict[str, str] = {}
-        for logged in run.events:
-            node = logged.event.get("payload", {}).get("nodeId")
-            if logged.type == "node.suspended" and isinstance(node, str):
-                interrupts[node] = "pending"
-            elif logged.type == "interrupt.resolved" and isinstance(node, str):
-                interrupts[node] = "resolved"
-        return {
-            "runId": run.run_id,
-            "status": run.status,
-            "lastSequence": run.last_sequence,
-            "isTerminal": run.terminal,
-            "interrupts": [{"nodeId": n, "status": st} for n, st in interrupts.items()],
-            "eventsUrl": f"/runs/{project_run_id(run.run_id)}/events",
-        }
+        # only the host events the snapshot reads are decoded (never an envelope's payload)
+        events = (e.event for e in run.events if e.type in SNAPSHOT_EVENT_TYPES)
+        return snapshot(run.run_id, run.status, run.last_sequence, events)
 
     async def _events(self, request: web.Request, run_id: str, *, v1: bool) -> web.StreamResponse:
         wrong = self._method(request, "GET")

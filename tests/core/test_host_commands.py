@@ -189,8 +189,14 @@ def test_a_cancelled_run_takes_no_envelope_command_or_second_cancel() -> None:
     sid = "s-late"
     assert letter(run.emit(envelope(v2(sid, create_msg(sid)))))["code"] == "run_terminal"
     assert letter(run.command(type="run.cancel"))["code"] == "run_terminal"
-    resolve = run.command(type="interrupt.resolve", nodeId="gate", resumeValue=1)
-    assert letter(resolve)["code"] == "run_terminal"
+    # errors.md §One code per state (the suite's v2-interrupt-resolve-terminal): the run's end
+    # closed its interrupt, so a resolve is 409 interrupt_already_resolved, not run_terminal
+    resolve = letter(run.command(type="interrupt.resolve", nodeId="gate", resumeValue=1))
+    assert resolve["code"] == "interrupt_already_resolved"
+    assert resolve["details"] == {"nodeId": "gate", "runStatus": "cancelled"}
+    # by the status alone (an ended run's state is compacted, its interrupts gone): any node
+    nowhere = run.command(type="interrupt.resolve", nodeId="elsewhere", resumeValue=1)
+    assert letter(nowhere)["code"] == "interrupt_already_resolved"
 
 
 def _surface_run(*extra: dict[str, Any]) -> Run:

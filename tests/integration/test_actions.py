@@ -142,6 +142,33 @@ def test_16a_c12_trusted_control_run_resolves_after_a_restart(host: Host) -> Non
     assert late[0] == 409 and late[1]["error"] == "run_terminal"
 
 
+def test_v2_interrupt_resolve_terminal_after_cancel(host: Host) -> None:
+    """The suite's v2-interrupt-resolve-terminal (errors.md §One code per state, RFC 0213 §C),
+    legs 1 and 3, with its requests (OpenWOP-Version: 2.0): suspend, cancel (200, then
+    cancelled), resolve ⇒ 409 interrupt_already_resolved; the snapshot no longer offers the
+    interrupt as pending; a resolve on an unknown run of the same tenant ⇒ 404 not_found."""
+    v2_http = Http(host.http.base, version="2.0")
+    run = host.create_approval_run()
+    pending = v2_http.get(runs_path(run)).body["interrupts"]
+    assert pending == [{"nodeId": "gate", "status": "pending"}]
+    cancel = v2_http.post(runs_path(run, "/cancel"), {})
+    assert cancel.status == 200 and host.status(run) == "cancelled"
+    resolve = v2_http.post(
+        runs_path(run, "/interrupts/gate"), {"resumeValue": {"action": "accept"}}
+    )
+    assert (resolve.status, resolve.body["error"]) == (409, "interrupt_already_resolved"), (
+        resolve.body
+    )
+    after = v2_http.get(runs_path(run)).body["interrupts"]
+    assert after == [{"nodeId": "gate", "status": "cancelled"}]
+    tenant = run.split("/")[0]
+    unknown = v2_http.post(
+        runs_path(f"{tenant}/openwopconformanceunknown{uuid.uuid4().hex[:8]}", "/interrupts/gate"),
+        {"resumeValue": {"action": "accept"}},
+    )
+    assert (unknown.status, unknown.body["error"]) == (404, "not_found")
+
+
 def test_a_concurrent_second_resolve_gets_409(host: Host) -> None:
     run = host.create_approval_run()
     statuses: list[int] = []
