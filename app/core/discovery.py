@@ -29,6 +29,7 @@ __all__ = [
     "DiscoveryConfig",
     "document_for",
     "requested_major",
+    "serves_delta_transport",
     "v1_document",
     "v2_document",
 ]
@@ -67,7 +68,9 @@ class DiscoveryConfig:
     - ``strictness``: ``envelopeStrictness`` (``"warn"`` or ``"strict"``, §5 (3));
     - ``seams``: the conformance seams are mounted (§13), so v2 advertises the seams profile
       and the fixtures;
-    - ``delta_transport``: v1 ``a2uiSurface.deltaTransport`` (RFC 0114, §10); never on v2;
+    - ``delta_transport``: the RFC 0114 delta transport is asked for (A2UI_STREAM_DELTA_TRANSPORT);
+      it is advertised (v1 ``a2uiSurface.deltaTransport``, §10; never on v2) and served only
+      where it works, see ``serves_delta_transport``;
     - ``fixtures``: fixture workflow ids served to the conformance suite;
     - ``version``: this application's version (``implementation.version``).
     """
@@ -88,6 +91,15 @@ class DiscoveryConfig:
         object.__setattr__(self, "fixtures", tuple(self.fixtures))
 
 
+def serves_delta_transport(config: DiscoveryConfig) -> bool:
+    """Whether the RFC 0114 delta transport is advertised and served: asked for, and the floor
+    admits v1 surfaces (below 2). At floor 2 the v1 seam and admission refuse every v1 surface,
+    so the suite's live delta legs cannot work, and RFC 0209 (§10): a v2 host SHOULD NOT
+    advertise the facet. One predicate for the advert and the serving path, so they never
+    disagree."""
+    return config.delta_transport and config.floor < 2
+
+
 def _implementation(config: DiscoveryConfig) -> dict[str, str]:
     return {"name": IMPLEMENTATION_NAME, "version": config.version}
 
@@ -105,7 +117,7 @@ def v1_document(config: DiscoveryConfig) -> dict[str, Any]:
         "schemaVersions": {SURFACE_KIND: config.floor},
         "envelopeStrictness": config.strictness,
         "limits": dict(_V1_LIMITS),
-        "a2uiSurface": {"deltaTransport": config.delta_transport},
+        "a2uiSurface": {"deltaTransport": serves_delta_transport(config)},
     }
     if config.seams:
         doc["fixtures"] = list(config.fixtures)

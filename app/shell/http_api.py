@@ -50,7 +50,7 @@ from aiohttp import web
 
 from app.core.actions import check_action
 from app.core.discovery import HEADERS as DISCOVERY_HEADERS
-from app.core.discovery import DiscoveryConfig, document_for
+from app.core.discovery import DiscoveryConfig, document_for, serves_delta_transport
 from app.core.http_admission import (
     AdmissionRequest,
     ForkPoint,
@@ -172,7 +172,8 @@ class HttpApi:
         self.tokens = tuple(t.encode() for t in tokens)
         self.auth = auth
         self.seams = seams
-        self.delta_transport = delta_transport
+        # served only where discovery advertises it (the one predicate of app.core.discovery)
+        self.delta_transport = delta_transport and serves_delta_transport(discovery)
         self.wait_seconds = wait_seconds
         self.max_record_bytes = max_record_bytes
         self.read_timeout = read_timeout

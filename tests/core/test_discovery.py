@@ -15,10 +15,11 @@ from app.core.discovery import (
     DiscoveryConfig,
     document_for,
     requested_major,
+    serves_delta_transport,
     v1_document,
     v2_document,
 )
-from app.core.policy import HostPolicy
+from app.core.policy import SURFACE_VERSIONS, HostPolicy
 
 FACETS = (
     Path(__file__).resolve().parents[2].parent
@@ -58,7 +59,8 @@ def test_v1_document_golden() -> None:
         "schemaVersions": {SURFACE: 2},
         "envelopeStrictness": "warn",
         "limits": {"clarificationRounds": 0, "schemaRounds": 0, "envelopesPerTurn": 0},
-        "a2uiSurface": {"deltaTransport": True},
+        # floor 2: v1 surfaces are refused, so the delta transport cannot work (RFC 0209)
+        "a2uiSurface": {"deltaTransport": False},
         "fixtures": ["conformance-approval"],
     }
 
@@ -99,6 +101,9 @@ def test_v2_document_golden() -> None:
         ({"floor": 0}, ("schemaVersions",), {SURFACE: 0}),
         ({"strictness": "strict"}, ("envelopeStrictness",), "strict"),
         ({"delta_transport": False}, ("a2uiSurface",), {"deltaTransport": False}),
+        ({"floor": 1}, ("a2uiSurface",), {"deltaTransport": True}),
+        ({"floor": 0}, ("a2uiSurface",), {"deltaTransport": True}),
+        ({"floor": 1, "delta_transport": False}, ("a2uiSurface",), {"deltaTransport": False}),
         ({"version": "9.9.9"}, ("implementation", "version"), "9.9.9"),
         ({"fixtures": ("b", "a")}, ("fixtures",), ["b", "a"]),
     ],
@@ -247,3 +252,15 @@ def test_v2_seats_validate_against_the_upstream_facets(seat: str, floor: int) ->
 def test_the_upstream_facets_can_refuse(seat: str, bad: dict[str, Any]) -> None:
     # The validation above is not vacuous: the same facet refuses a wrong seat.
     assert list(_facet(seat).iter_errors(bad)) != []
+
+
+@pytest.mark.parametrize("floor", sorted(SURFACE_VERSIONS))
+@pytest.mark.parametrize("asked", [True, False])
+def test_the_delta_transport_is_advertised_only_where_v1_surfaces_are_admitted(
+    floor: int, asked: bool
+) -> None:
+    """a2ui-surface-delta-transport at the default floor 2: the facet is advertised (and
+    served: the same predicate) only when the floor admits v1 surfaces."""
+    cfg = config(floor=floor, delta_transport=asked)
+    advertised = v1_document(cfg)["a2uiSurface"]["deltaTransport"]
+    assert advertised == serves_delta_transport(cfg) == (asked and floor < 2)

@@ -138,13 +138,31 @@ def test_discovery_v1_and_v2_advertise_what_admission_enforces(floor2: list[Http
     assert "ui.a2ui-surface" in v1.body["supportedEnvelopes"]
     assert v1.body["schemaVersions"]["ui.a2ui-surface"] == 2
     assert v1.body["envelopeStrictness"] == "warn"
-    assert v1.body["a2uiSurface"] == {"deltaTransport": True}
+    # a2ui-surface-delta-transport at floor 2: the v1 seam refuses every v1 surface, so the
+    # RFC 0114 facet is not advertised (RFC 0209: a v2 host SHOULD NOT) ...
+    assert v1.body["a2uiSurface"] == {"deltaTransport": False}
     doc = anonymous.get("/.well-known/openwop", headers={"OpenWOP-Version": "2"}).body
     assert doc["supportedEnvelopes"]["kinds"] == ["ui.a2ui-surface"]
     assert doc["schemaVersions"]["kinds"] == {"ui.a2ui-surface": 2}
     assert doc["envelopeStrictness"]["mode"] == "warn"
     assert doc["conformance"]["seamsProfile"] == "openwop-conformance-seams-v2"
     assert "a2uiSurface" not in doc  # the deprecated delta facet is not advertised on v2
+
+
+def test_the_delta_transport_is_neither_advertised_nor_served_at_floor_2(
+    floor2: list[Http], floor1: Http
+) -> None:
+    """a2ui-surface-delta-transport: the facet is advertised where its legs can pass (floor 1)
+    and not at the default floor 2, and ``?a2uiDelta=1`` is served exactly where it is
+    advertised (one predicate): at floor 2 the parameter gets full events only."""
+    floor1_doc = Http(floor1.base, token=None).get("/.well-known/openwop").body
+    assert floor1_doc["a2uiSurface"] == {"deltaTransport": True}
+    http, b, run = floor2[0], Builder(), _run()
+    sid = b.sid("nodelta")
+    for messages in ([create_msg(), components_msg()], [components_msg()]):
+        assert _emit(http, run, b.envelope(v2(sid, messages)))[0] == 201
+    events = read_sse(http.base, runs_path(run, "/events?a2uiDelta=1", v1=True), until=1)
+    assert [e.event for e in events] == ["ui.a2ui-surface", "ui.a2ui-surface"]
 
 
 def test_run_endpoints_need_a_bearer_token(floor2: list[Http]) -> None:
