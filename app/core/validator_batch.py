@@ -1,4 +1,4 @@
-"""The validator's batch step and its restore fold: what one fetched batch turns into.
+"""The validator's batch step: what one fetched batch turns into.
 
 Role: pure decisions over values (the Kafka Streams split between a task's processing and its
 driver). The shell's validator loop fetches a batch of admission records, calls ``plan_batch``
@@ -6,9 +6,11 @@ once and performs what it returns: per owned partition, the records to write (to
 partition, key, value, headers), the admission offset to commit with them (in that
 partition's own transaction, docs/pipeline.md "Exactly once"), and the run states to keep once
 that commit succeeded; or, for a batch gathered across a rebalance, the positions to fetch it
-again from. ``restore_partition`` is the fold that rebuilds a partition's state from what its
-log and dead-letter partitions hold; ``plan_unrecordable`` is the last-resort outcome of a
-record whose outcome the broker refuses to take.
+again from. With a changelog topic (``Topics.changelog``) a plan also writes, in the same
+transaction, the latest state of every run it changed, and once its appends are acknowledged
+the partition's ``checkpoint`` (app.core.run_snapshot: it names where they ended), from
+which ``app.core.validator_restore`` rebuilds a partition; ``plan_unrecordable`` is the
+last-resort outcome of a record whose outcome the broker refuses to take.
 
 The rules it applies (each found by a fault scenario, docs/reliability.md):
 
@@ -33,13 +35,19 @@ from typing import Any, Protocol
 import orjson
 
 from app.core.dead_letter import dead_letter, redact_bytes
-from app.core.fold import apply
 from app.core.host_commands import ForkSource, fork_source_of
 from app.core.intake import Intake, read_admission
 from app.core.keys import run_of_log_key
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.refusal import Violation
+from app.core.run_snapshot import (
+    CHECKPOINT_KEY,
+    Checkpoint,
+    compact,
+    encode_checkpoint,
+    encode_state,
+)
 from app.core.run_state import RunState
 from app.core.validator import (
     Append,
@@ -56,15 +64,16 @@ __all__ = [
     "PartitionPlan",
     "PartitionState",
     "Refetch",
-    "Restored",
     "Send",
     "Stored",
     "Topics",
+    "advanced",
+    "changelog_sends",
+    "checkpoint",
     "fork_events",
     "fork_sources",
     "plan_batch",
     "plan_unrecordable",
-    "restore_partition",
     "source_of",
 ]
 
@@ -81,6 +90,7 @@ class Topics:
     resumes: str
     partitions: int  # of the admission topic (= of the log and dead letters: co-partitioned)
     max_bytes: int  # admission records larger are record_too_large before parsing
+    changelog: str = ""  # the run-state changelog (app.core.run_snapshot); "" writes none
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +100,7 @@ class Send:
     topic: str
     partition: int
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a tombstone (the changelog's, for a deleted run)
     headers: tuple[tuple[str, bytes], ...]
 
 
@@ -103,6 +113,10 @@ class PartitionState:
     runs: Mapping[str, RunState]
     next_offset: int  # the next admission offset to decide
     seen: frozenset[int] = frozenset()  # offsets at or past it whose outcome is written
+    # Lower bounds of the log and dead-letter offsets of every output of the records from
+    # ``next_offset`` on (``seen`` included): the checkpoint a plan writes carries them.
+    log_from: int = 0
+    dead_from: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +132,9 @@ class PartitionPlan:
     seen: frozenset[int]
     counts: tuple[tuple[str, str | None], ...]
     drifts: tuple[tuple[str, int, int], ...] = ()  # (runId, sequence, from): schema drift
+    # Write the partition's changelog checkpoint (``checkpoint``) once ``sends`` are
+    # acknowledged: it names where they ended, which only the broker's answer says.
+    checkpointed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +228,9 @@ def _plan_partition(
             fetched=fetched or _nothing,
         )
         _route(out, record, partition, topics, staged)
+    checkpointed = bool(topics.changelog) and bool(runs or nxt > state.next_offset)
+    if checkpointed:
+        staged.sends += changelog_sends(topics.changelog, partition, runs)
     return PartitionPlan(
         partition,
         tuple(staged.sends),
@@ -219,7 +239,42 @@ def _plan_partition(
         frozenset(o for o in seen if o >= nxt),
         tuple(staged.counts),
         tuple(staged.drifts),
+        checkpointed,
     )
+
+
+def changelog_sends(topic: str, partition: int, runs: Mapping[str, RunState]) -> list[Send]:
+    """The changelog records of a plan: the latest state of each run it changed (key runId),
+    on the partition's own number (co-partitioned)."""
+    return [
+        Send(topic, partition, run_id.encode(), encode_state(run), ())
+        for run_id, run in runs.items()
+    ]
+
+
+def advanced(
+    state: PartitionState, plan: PartitionPlan, ends: Mapping[str, int]
+) -> tuple[int, int]:
+    """Where the outputs of the records after ``plan`` will be, in the log and the dead
+    letters, once it is committed: past ``ends`` (per topic, "log" / "deadletter": the offset
+    after the last record batch the plan appended there, from the broker's answer), unless
+    some outputs past its offset are written already (``seen``: they stay in the tail)."""
+    if plan.seen:
+        return state.log_from, state.dead_from
+    return (
+        max(state.log_from, ends.get("log", 0)),
+        max(state.dead_from, ends.get("deadletter", 0)),
+    )
+
+
+def checkpoint(
+    topic: str, state: PartitionState, plan: PartitionPlan, ends: Mapping[str, int]
+) -> Send:
+    """The partition's changelog checkpoint after ``plan`` (``advanced``): written once the
+    plan's other records are acknowledged, in its transaction (app.core.run_snapshot)."""
+    log_from, dead_from = advanced(state, plan, ends)
+    point = Checkpoint(plan.partition, plan.next_offset, log_from, dead_from)
+    return Send(topic, plan.partition, CHECKPOINT_KEY, encode_checkpoint(point), ())
 
 
 def _nothing(_source: ForkSource) -> None:
@@ -238,13 +293,13 @@ def _route(
     partition number (the topics are co-partitioned) and naming their source."""
     header = _header(partition, record.offset)
     if isinstance(out, Append):
-        staged.runs[out.run_id] = out.state
+        staged.runs[out.run_id] = compact(out.state)  # a run that ended leaves memory
         staged.sends.append(Send(topics.log, partition, out.key, out.value, header))
         staged.counts.append(("admitted", None))
         if out.drift is not None:
             staged.drifts.append((out.run_id, out.sequence, out.drift))
     elif isinstance(out, AppendMany):
-        staged.runs[out.run_id] = out.state
+        staged.runs[out.run_id] = compact(out.state)  # a cancelled run leaves memory
         for _sequence, key, value in out.records:
             staged.sends.append(Send(topics.log, partition, key, value, header))
         run_key = out.run_id.encode()
@@ -306,14 +361,19 @@ def plan_unrecordable(
         {},
         frozenset(o for o in state.seen if o >= nxt),
         (("refused", "record_unrecordable"),),
+        checkpointed=bool(topics.changelog),
     )
 
 
-# -- restore ----------------------------------------------------------------------------------
+# -- what the restore reads ---------------------------------------------------------------
 
 
 class Stored(Protocol):
-    """A record read back from the log or the dead letters (an aiokafka ConsumerRecord)."""
+    """A record read back from the log, the dead letters or the changelog (an aiokafka
+    ConsumerRecord)."""
+
+    @property
+    def offset(self) -> int: ...
 
     @property
     def key(self) -> bytes | None: ...
@@ -323,49 +383,6 @@ class Stored(Protocol):
 
     @property
     def headers(self) -> Sequence[tuple[str, bytes]]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Restored:
-    """A partition's state rebuilt from its log and dead letters: the runs (a fresh dict, handed
-    to the shell's store) and the admission offsets at or past the committed one whose outcome
-    is already written."""
-
-    runs: dict[str, RunState]
-    seen: frozenset[int]
-
-    def state(self, committed: int) -> PartitionState:
-        return PartitionState(self.runs, committed, self.seen)
-
-
-def restore_partition(
-    partition: int, committed: int, log: Iterable[Stored], dead: Iterable[Stored]
-) -> Restored:
-    """``reduce(apply, log)`` per run, in log order: the state ``decide`` needs is the log
-    itself, folded by the function that made it (a property test checks replay = live). A
-    tombstone (``runs delete``) drops the run. Outputs naming a source at or past ``committed``
-    on ``partition`` are ``seen``: their records must not be decided again."""
-    runs: dict[str, RunState] = {}
-    seen: set[int] = set()
-    for record in log:
-        if record.key is None:
-            continue
-        run_id = run_of_log_key(record.key)
-        if record.value is None:
-            runs.pop(run_id, None)
-            continue
-        event = orjson.loads(record.value)
-        runs[run_id] = apply(runs.get(run_id) or RunState.initial(run_id), event)
-        _note(seen, record, partition, committed)
-    for record in dead:
-        _note(seen, record, partition, committed)
-    return Restored(runs, frozenset(seen))
-
-
-def _note(seen: set[int], record: Stored, partition: int, committed: int) -> None:
-    source = source_of(record.headers)
-    if source is not None and source[0] == partition and source[1] >= committed:
-        seen.add(source[1])
 
 
 # -- fork sources -----------------------------------------------------------------------------

@@ -195,6 +195,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             deadletter_topic=specs["deadletter"].name,
             partitions=specs["admission"].partitions,
             resumes_topic=specs["resumes"].name,
+            changelog_topic=specs["runstate"].name,
             group_id=f"{settings.app_id}-validator",
             transactional_id=f"{settings.app_id}-validator-{settings.worker_id}",
             transactions=settings.transactions,

@@ -27,6 +27,7 @@ __all__ = [
     "probe_bootstrap",
     "quiet_client_logs",
     "read_range",
+    "read_tail",
     "read_topic",
     "require_topic",
     "started",
@@ -255,6 +256,51 @@ async def read_topic(
             for tp_records in batch.values():
                 records.extend(tp_records)
         return records
+    finally:
+        await consumer.stop()
+
+
+async def read_tail(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    start: int,
+    *,
+    timeout: float = 30.0,
+    stable: float = 0.0,
+) -> tuple[list[Any], int]:
+    """The ``read_committed`` records of one partition from offset ``start`` (or its first
+    offset, when retention removed ``start``) to its end, read as ``read_topic`` reads
+    (``stable``), and that end offset (0 for a topic that does not exist)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=MAX_FETCH_BYTES,
+    )
+    try:
+        await consumer.start()
+        if partition not in {tp.partition for tp in await partitions_of(consumer, topic)}:
+            return [], 0
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        first = (await consumer.beginning_offsets([tp]))[tp]
+        end = (await consumer.end_offsets([tp]))[tp]
+        consumer.seek(tp, max(first, min(start, end)))
+        records: list[Any] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while await consumer.position(tp) < end:
+            if loop.time() > deadline:
+                raise TimeoutError(f"reading {topic}[{partition}] from {start} timed out")
+            batch = await consumer.getmany(tp, timeout_ms=500)
+            records.extend(batch.get(tp, ()))
+        settle = loop.time() + stable
+        while stable and loop.time() < settle and not await _stable(consumer, [tp]):
+            batch = await consumer.getmany(tp, timeout_ms=200)
+            records.extend(batch.get(tp, ()))
+        return records, max(end, consumer.highwater(tp) or 0)
     finally:
         await consumer.stop()
 

@@ -13,8 +13,10 @@ Ownership is fenced per partition (EOS-v1, as Kafka Streams' ``exactly_once``): 
 partition p has its own transactional producer, ``<app id>-validator-p<p>``, started when p
 is assigned. Its ``InitProducerId`` bumps the epoch of that id, which fences the producer of
 whoever owned p before (a member dropped from the group while it stood still, a GC pause, a
-stalled VM) and aborts its open transaction. Only then is p's state restored from its log and
-dead letters and its committed offset read, so what the new owner decides starts exactly
+stalled VM) and aborts its open transaction. Only then is p's state restored (from the
+run-state changelog and the log tail past its checkpoint, or by replaying the log and dead
+letters when the changelog cannot say: app.core.validator_restore) and its committed offset
+read, so what the new owner decides starts exactly
 where the last commit the broker accepted left off; whatever the old owner tries afterwards
 is refused (``ProducerFenced``), and it drops the partition. aiokafka 0.14's
 ``send_offsets_to_transaction`` sends TxnOffsetCommit v0, without the group generation that
@@ -24,7 +26,9 @@ A batch commits per partition, each in its own transaction (its appends, dead le
 resumes and offset), the partitions in parallel. Without transactions (tansu, or
 ``A2UI_STREAM_TRANSACTIONS=off``) one plain producer writes and the consumer commits the
 offsets afterwards; then the ``a2ui-source`` headers of what the log and dead letters already
-hold keep "exactly one outcome per record" (docs/pipeline.md).
+hold keep "exactly one outcome per record" (docs/pipeline.md), and a batch's changelog records
+are written only once its log and dead-letter appends are acknowledged (so the changelog may
+lag the log, never lead it).
 """
 
 from __future__ import annotations
@@ -52,7 +56,6 @@ from aiokafka.errors import (
 from app.core.host_commands import ForkSource
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
-from app.core.run_state import RunState
 from app.core.validator import SourceRecord
 from app.core.validator_batch import (
     SOURCE_HEADER,
@@ -61,13 +64,22 @@ from app.core.validator_batch import (
     Refetch,
     Send,
     Topics,
+    advanced,
+    checkpoint,
     fork_events,
     fork_sources,
     plan_batch,
     plan_unrecordable,
+)
+from app.core.validator_restore import (
+    Restored,
+    Snapshot,
+    catch_up,
+    read_changelog,
+    restore_from_snapshot,
     restore_partition,
 )
-from app.shell.kafka_io import group_consumer, read_range, read_topic
+from app.shell.kafka_io import group_consumer, read_range, read_tail, read_topic
 from app.shell.metrics import Metrics
 from app.shell.ownership import NO_OWNERSHIP, generation_of
 
@@ -110,6 +122,7 @@ class ValidatorConfig:
     fast_groups: bool = False
     max_batch: int = 5000
     batch_ms: int = 10
+    changelog_topic: str = ""  # the run-state changelog; "" restores by replay only
 
     def partition_transactional_id(self, partition: int) -> str:
         """``<app id>-validator-p<partition>``: the same on every worker of the group, so the
@@ -121,25 +134,24 @@ class _Owned:
     """One owned, restored admission partition: its run-state store, where deciding resumes,
     and (with transactions) the producer that fences it."""
 
-    __slots__ = ("failures", "next_offset", "producer", "runs", "seen")
+    __slots__ = ("dead_from", "failures", "log_from", "next_offset", "producer", "runs", "seen")
 
-    def __init__(
-        self,
-        runs: dict[str, RunState],
-        next_offset: int,
-        seen: frozenset[int],
-        producer: AIOKafkaProducer | None,
-    ) -> None:
-        self.runs = runs
-        self.next_offset = next_offset
-        self.seen = seen
+    def __init__(self, restored: Restored, producer: AIOKafkaProducer | None) -> None:
+        self.runs = restored.runs
+        self.next_offset = restored.start
+        self.seen = restored.seen
+        self.log_from, self.dead_from = restored.log_from, restored.dead_from
         self.producer = producer
 
     def view(self) -> PartitionState:
-        return PartitionState(self.runs, self.next_offset, self.seen)
+        return PartitionState(self.runs, self.next_offset, self.seen, self.log_from, self.dead_from)
 
-    def install(self, plan: PartitionPlan) -> None:
-        """The plan is committed: its run states are ours now."""
+    def install(self, plan: PartitionPlan, ends: dict[str, int]) -> None:
+        """The plan is committed: its run states are ours now. ``ends``: the offset past the
+        last record batch it appended, per topic (a batch's base offset and its records: a
+        lower bound, transaction markers take offsets too): the outputs of every later record
+        are past it (unless some are written already: ``seen``)."""
+        self.log_from, self.dead_from = advanced(self.view(), plan, ends)
         self.runs.update(plan.runs)
         self.next_offset = plan.next_offset
         self.seen = plan.seen
@@ -191,6 +203,7 @@ class ValidatorLoop:
             config.resumes_topic,
             config.partitions,
             config.max_record_bytes,
+            config.changelog_topic,
         )
         self.lock = asyncio.Lock()
         self.partitions: dict[int, _Owned] = {}  # owned and restored: decided by this loop
@@ -207,6 +220,12 @@ class ValidatorLoop:
         self.fenced = 0
         self.closing: set[asyncio.Task[None]] = set()  # producers being stopped
         self.ownership = NO_OWNERSHIP  # issue 15 item 2: the worker's (app.shell.faust_app)
+        # Restores so far, by way ("changelog" | "replay"), and the records they read, by topic
+        # ("changelog" | "log" | "deadletter"): a2ui_validator_restore* metrics, the shell tests.
+        self.restores: dict[str, int] = {"changelog": 0, "replay": 0}
+        self.restored_records: dict[str, int] = {"changelog": 0, "log": 0, "deadletter": 0}
+        # Ends of the record batches a commit appended, per partition, until it is installed.
+        self.ends: dict[int, dict[str, int]] = {}
         metrics.extra.append(self.render_metrics)
 
     # -- I/O: the only places that make Kafka clients (the shell tests replace them) -----------
@@ -250,6 +269,41 @@ class ValidatorLoop:
             )
         )
         return log_records, dead
+
+    async def _read_changelog(self, partition: int) -> list[Any]:
+        """Partition ``partition`` of the run-state changelog, whole (compacted: about one
+        record per live run), read as ``_read_outputs`` reads."""
+        return await read_topic(
+            self.config.bootstrap,
+            self.config.changelog_topic,
+            isolation="read_committed",
+            partitions=[partition],
+            timeout=300,
+            stable=STABLE_SECONDS,
+        )
+
+    async def _read_tail(
+        self, partition: int, log_from: int, dead_from: int
+    ) -> tuple[list[Any], list[Any], int, int]:
+        """The log and dead-letter records of ``partition`` from those offsets on, and the two
+        partitions' end offsets."""
+        (log_records, log_end), (dead, dead_end) = await asyncio.gather(
+            *(
+                read_tail(
+                    self.config.bootstrap,
+                    topic,
+                    partition,
+                    start,
+                    timeout=300,
+                    stable=STABLE_SECONDS,
+                )
+                for topic, start in (
+                    (self.config.log_topic, log_from),
+                    (self.config.deadletter_topic, dead_from),
+                )
+            )
+        )
+        return log_records, dead, log_end, dead_end
 
     async def _read_source(self, source: ForkSource) -> list[dict[str, Any]] | None:
         try:
@@ -377,47 +431,125 @@ class ValidatorLoop:
 
     async def take(self, tp: TopicPartition) -> None:
         """Start ``tp``'s transactional producer (which fences its previous owner and aborts
-        that one's open transaction), then rebuild ``tp``'s state from the log and the dead
-        letters and fetch the committed offset; if ``tp`` is still ours, install the state,
-        move the fetch position to that offset and resume the partition.
+        that one's open transaction), then rebuild ``tp``'s state (``_restore``) and bring the
+        changelog up to it; if ``tp`` is still ours, install the state, move the fetch position
+        to where deciding starts and resume the partition.
 
         The reads wait until no transaction is pending on them and only then is the committed
         offset fetched, and the consumer is moved to it: after a broker restart the markers of
         our last acknowledged transaction arrive seconds late, and the consumer's own position
         came from a committed offset fetched before them (found by `a2ui-stream soak`,
         broker-restart, docs/reliability.md). Outputs past a committed offset that is still
-        stale are ``seen`` and skipped."""
+        stale are ``seen`` and skipped (and the changelog's checkpoint, read in the same
+        stable way, is never stale)."""
         assert self.consumer is not None
         producer: AIOKafkaProducer | None = None
         try:
             if self.transactional:
                 producer = self._new_producer(self.config.partition_transactional_id(tp.partition))
                 await asyncio.wait_for(producer.start(), 60)
-            log_records, dead = await self._read_outputs(tp.partition)
-            committed = await self.consumer.committed(tp) or 0
-            restored = restore_partition(tp.partition, committed, log_records, dead)
+            restored, before, way, committed = await self._restore(tp)
+            writes: tuple[Send, ...] = ()
+            if self.config.changelog_topic:
+                writes = catch_up(self.config.changelog_topic, tp.partition, before, restored)
+            # A start past the committed offset (the checkpoint's: a commit that failed after
+            # its writes, without transactions) is committed too, or nothing would move it.
+            offset = restored.start if restored.start > committed else None
+            await self._write(tp, producer, writes, offset)
             async with self.lock:
                 if self.taking.get(tp) is not asyncio.current_task():
                     return  # revoked (or taken again) meanwhile
                 del self.taking[tp]
-                self.partitions[tp.partition] = _Owned(
-                    restored.runs, committed, restored.seen, producer
-                )
+                self.partitions[tp.partition] = _Owned(restored, producer)
                 producer = None  # the partition's now
                 self.generation += 1
-                self.consumer.seek(tp, committed)
+                self.consumer.seek(tp, restored.start)
                 self.consumer.resume(tp)
         finally:
             self._close_later(producer)
         log.info(
-            "validator: partition %d restored: %d runs from %d log records, %d outcomes past "
-            "offset %d",
+            "validator: partition %d restored by %s: %d runs, %d outcomes past offset %d",
             tp.partition,
+            way,
             len(restored.runs),
-            len(log_records),
             len(restored.seen),
-            committed,
+            restored.start,
         )
+
+    async def _restore(self, tp: TopicPartition) -> tuple[Restored, Snapshot | None, str, int]:
+        """``tp``'s state: from the changelog and the log tail past its checkpoint, or, when the
+        changelog cannot say (absent, empty, unreadable, or not this log's), by replaying the
+        whole log and dead-letter partitions (app.core.validator_restore). Also: the changelog
+        as read, which way it went, and the committed offset."""
+        assert self.consumer is not None
+        partition = tp.partition
+        count = self.restored_records
+        snapshot = None
+        if self.config.changelog_topic:
+            records = await self._read_changelog(partition)
+            count["changelog"] += len(records)
+            snapshot = read_changelog(partition, records)
+        if snapshot is not None and snapshot.checkpoint is not None:
+            point = snapshot.checkpoint
+            log_tail, dead_tail, log_end, dead_end = await self._read_tail(
+                partition, point.log_from, point.dead_from
+            )
+            count["log"] += len(log_tail)
+            count["deadletter"] += len(dead_tail)
+            committed = await self.consumer.committed(tp) or 0
+            restored = restore_from_snapshot(
+                partition,
+                committed,
+                snapshot,
+                log_tail,
+                dead_tail,
+                log_end=log_end,
+                dead_end=dead_end,
+            )
+            if restored is not None:
+                self.restores["changelog"] += 1
+                return restored, snapshot, "changelog", committed
+            log.warning(
+                "validator: partition %d: the run-state changelog does not match the log; "
+                "replaying the log",
+                partition,
+            )
+        log_records, dead = await self._read_outputs(partition)
+        count["log"] += len(log_records)
+        count["deadletter"] += len(dead)
+        committed = await self.consumer.committed(tp) or 0
+        restored = restore_partition(
+            partition,
+            committed,
+            log_records,
+            dead,
+            log_end=_end(log_records),
+            dead_end=_end(dead),
+        )
+        self.restores["replay"] += 1
+        return restored, snapshot, "replay", committed
+
+    async def _write(
+        self,
+        tp: TopicPartition,
+        producer: AIOKafkaProducer | None,
+        sends: Sequence[Send],
+        offset: int | None,
+    ) -> None:
+        """Write ``sends`` (a restore's changelog catch-up) and commit ``offset`` (unless None):
+        in a transaction of the partition's own producer, or with the plain one."""
+        if not sends and offset is None:
+            return
+        if producer is not None:
+            async with producer.transaction():
+                await asyncio.gather(*(f for _, f in await self._send_batches(producer, sends)))
+                if offset is not None:
+                    await producer.send_offsets_to_transaction({tp: offset}, self.config.group_id)
+            return
+        assert self.producer is not None and self.consumer is not None
+        await asyncio.gather(*(f for _, f in await self._send_batches(self.producer, sends)))
+        if offset is not None:
+            await self.consumer.commit({tp: offset})
 
     def _drop(self, partition: int, retake_after: float) -> None:
         """Stop deciding for ``partition``: its state and producer go, it is paused, and taken
@@ -530,8 +662,9 @@ class ValidatorLoop:
         owned = self.partitions.get(plan.partition)
         if owned is None:
             return
+        ends = self.ends.pop(plan.partition, {})
         if failure is None:
-            owned.install(plan)
+            owned.install(plan, ends)
             self.failures.pop(plan.partition, None)
             for outcome, code in plan.counts:
                 self.metrics.count(outcome, code)
@@ -575,9 +708,19 @@ class ValidatorLoop:
             failed = {plan.partition: r for plan, r in zip(work, done, strict=True) if r}
             return [failed.get(plan.partition) for plan in plans]
         assert self.consumer is not None and self.producer is not None
+        changelog = self.config.changelog_topic
         try:
-            sends = [send for plan in work for send in plan.sends]
-            await asyncio.gather(*await self._send_batches(self.producer, sends))
+            # Without a transaction nothing is atomic: the changelog records go only once the
+            # outputs they summarize are acknowledged, so a crash leaves the changelog behind
+            # the log (the restore folds the tail), never ahead of it (app.core.validator_restore).
+            outputs = [s for plan in work for s in plan.sends if s.topic != changelog]
+            sent = await self._send_batches(self.producer, outputs)
+            await asyncio.gather(*(f for _, f in sent))
+            states = [s for plan in work for s in plan.sends if s.topic == changelog]
+            for plan in work:
+                self.ends[plan.partition] = self._ends_of(sent, plan.partition)
+                states += self._checkpoint(plan)
+            await asyncio.gather(*(f for _, f in await self._send_batches(self.producer, states)))
             await self.consumer.commit({self._tp(p.partition): p.next_offset for p in work})
         except Exception as exc:
             written = {id(plan) for plan in work}
@@ -598,10 +741,37 @@ class ValidatorLoop:
             # MessageSizeTooLarge) fails only its own future while commit_transaction still
             # commits the offsets, which would lose that record's outcome. An exception here
             # aborts the transaction instead.
-            await asyncio.gather(*await self._send_batches(producer, plan.sends))
+            sent = await self._send_batches(producer, plan.sends)
+            await asyncio.gather(*(f for _, f in sent))
+            self.ends[plan.partition] = self._ends_of(sent, plan.partition)
+            point = await self._send_batches(producer, self._checkpoint(plan))
+            await asyncio.gather(*(f for _, f in point))
             await producer.send_offsets_to_transaction(
                 {self._tp(plan.partition): plan.next_offset}, self.config.group_id
             )
+
+    def _checkpoint(self, plan: PartitionPlan) -> list[Send]:
+        """The plan's changelog checkpoint, once its appends are acknowledged (their ends are
+        known), or nothing."""
+        owned = self.partitions.get(plan.partition)
+        if not plan.checkpointed or owned is None:
+            return []
+        ends = self.ends.get(plan.partition, {})
+        return [checkpoint(self.config.changelog_topic, owned.view(), plan, ends)]
+
+    def _ends_of(
+        self, sent: list[tuple[tuple[str, int, int], asyncio.Future[Any]]], partition: int
+    ) -> dict[str, int]:
+        """The offset past the last record batch appended to ``partition`` of the log and of
+        the dead letters (their futures are done)."""
+        names = {self.config.log_topic: "log", self.config.deadletter_topic: "deadletter"}
+        ends: dict[str, int] = {}
+        for (topic, number, count), future in sent:
+            name = names.get(topic)
+            offset = getattr(future.result(), "offset", None)
+            if name is not None and number == partition and isinstance(offset, int):
+                ends[name] = max(ends.get(name, 0), offset + count)
+        return ends
 
     async def _process_isolated(
         self,
@@ -673,12 +843,13 @@ class ValidatorLoop:
 
     async def _send_batches(
         self, producer: AIOKafkaProducer, sends: Sequence[Send]
-    ) -> list[asyncio.Future[Any]]:
+    ) -> list[tuple[tuple[str, int, int], asyncio.Future[Any]]]:
         """Produce ``sends`` as whole record batches per topic-partition, in order: a batch
         per partition costs one accumulator round instead of one per record (measured: the
-        per-record ``send`` was a third of the validator's CPU)."""
+        per-record ``send`` was a third of the validator's CPU). Each batch's future, by
+        (topic, partition, records in the batch)."""
         builders: dict[tuple[str, int], Any] = {}
-        futures: list[asyncio.Future[Any]] = []
+        futures: list[tuple[tuple[str, int, int], asyncio.Future[Any]]] = []
         for send in sends:
             where = (send.topic, send.partition)
             headers = list(send.headers)  # the record builder (a C extension) takes a list
@@ -690,17 +861,26 @@ class ValidatorLoop:
                 is None
             ):
                 futures.append(
-                    await producer.send_batch(builder, send.topic, partition=send.partition)
+                    (
+                        (*where, builder.record_count()),
+                        await producer.send_batch(builder, send.topic, partition=send.partition),
+                    )
                 )
                 builder = builders[where] = producer.create_batch()
                 if (
                     builder.append(key=send.key, value=send.value, timestamp=None, headers=headers)
                     is None
                 ):
-                    raise ValueError(f"a record of {len(send.value)} bytes exceeds the batch size")
+                    size = len(send.value or b"")
+                    raise ValueError(f"a record of {size} bytes exceeds the batch size")
         for (topic, partition), builder in builders.items():
             if builder.record_count():
-                futures.append(await producer.send_batch(builder, topic, partition=partition))
+                futures.append(
+                    (
+                        (topic, partition, builder.record_count()),
+                        await producer.send_batch(builder, topic, partition=partition),
+                    )
+                )
         return futures
 
     # -- what it reports ----------------------------------------------------------------------
@@ -721,6 +901,16 @@ class ValidatorLoop:
 
     def render_metrics(self) -> list[str]:
         return [
+            "# HELP a2ui_validator_restores_total Partition restores, by way: from the run-state "
+            "changelog, or by replaying the log.",
+            "# TYPE a2ui_validator_restores_total counter",
+            *(f'a2ui_validator_restores_total{{way="{k}"}} {v}' for k, v in self.restores.items()),
+            "# HELP a2ui_validator_restore_records_total Records read by restores, by topic.",
+            "# TYPE a2ui_validator_restore_records_total counter",
+            *(
+                f'a2ui_validator_restore_records_total{{topic="{k}"}} {v}'
+                for k, v in self.restored_records.items()
+            ),
             "# HELP a2ui_validator_fenced_total Commits refused because another member had "
             "taken the partition over (its producer was fenced).",
             "# TYPE a2ui_validator_fenced_total counter",
@@ -760,3 +950,8 @@ def _fenced(exc: BaseException) -> bool:
     """Another producer with the partition's transactional id started after ours (aiokafka
     raises ProducerFenced for the broker's INVALID_PRODUCER_EPOCH)."""
     return _caused_by(exc, (ProducerFenced, InvalidProducerEpoch))
+
+
+def _end(records: Sequence[Any]) -> int:
+    """The offset past the last record read (a lower bound of the partition's end)."""
+    return records[-1].offset + 1 if records else 0

@@ -25,9 +25,9 @@ from app.core.validator_batch import (
     fork_events,
     plan_batch,
     plan_unrecordable,
-    restore_partition,
     source_of,
 )
+from app.core.validator_restore import restore_partition
 from app.shell.fault_kit import RULES, corpus
 
 PARTITIONS = 3
@@ -41,6 +41,7 @@ class Stored:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes]] = field(default_factory=list)
+    offset: int = 0
 
 
 def _admission(seed: int = 3) -> dict[int, list[SourceRecord]]:

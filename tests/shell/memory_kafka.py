@@ -50,6 +50,7 @@ class MemoryKafka:
         self.open: dict[str, _Txn] = {}
         self.init_gates: dict[str, asyncio.Event] = {}  # transactional id -> held until set
         self.inits: list[str] = []  # transactional ids, in the order they were initialized
+        self.refuse: dict[str, int] = {}  # topic -> the next batches sent there that fail
 
     def append(
         self,
@@ -68,6 +69,10 @@ class MemoryKafka:
     def visible(self, topic: str, partition: int) -> list[Rec]:
         """What a read_committed consumer reads."""
         return [r for r in self.logs[(topic, partition)] if r.state == "committed"]
+
+    def tail(self, topic: str, partition: int, start: int) -> list[Rec]:
+        """What a read_committed consumer reads from offset ``start`` on."""
+        return [r for r in self.logs[(topic, partition)][start:] if r.state == "committed"]
 
     def pending(self, topic: str, partition: int) -> bool:
         return any(r.state == "pending" for r in self.logs[(topic, partition)])
@@ -117,18 +122,26 @@ class MemoryKafka:
             self.committed.update(txn.offsets)
 
 
+@dataclass(frozen=True)
+class Metadata:
+    offset: int
+
+
 class _Builder:
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.records: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]] = []
+        self.records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
         self.size = 0
 
-    def append(self, *, key: bytes | None, value: bytes, timestamp: Any, headers: Any) -> Any:
+    def append(
+        self, *, key: bytes | None, value: bytes | None, timestamp: Any, headers: Any
+    ) -> Any:
         assert isinstance(headers, list)  # aiokafka's builder takes nothing else
-        if self.records and self.size + len(value) > self.limit or len(value) > self.limit:
+        size = len(value or b"")
+        if self.records and self.size + size > self.limit or size > self.limit:
             return None
         self.records.append((key, value, headers))
-        self.size += len(value)
+        self.size += size
         return object()
 
     def record_count(self) -> int:
@@ -174,14 +187,19 @@ class MemoryProducer:
         return _Builder(self.batch_bytes)
 
     async def send_batch(self, builder: _Builder, topic: str, *, partition: int) -> Any:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.kafka.refuse.get(topic):
+            self.kafka.refuse[topic] -= 1
+            future.set_exception(ConnectionError("the broker went away"))
+            return future
         try:
+            first = len(self.kafka.logs[(topic, partition)])
             for key, value, headers in builder.records:
                 if self.tid is None:
                     self.kafka.append(topic, partition, key, value, headers)
                 else:
                     self.kafka.write(self.tid, self.epoch, (topic, partition, key, value, headers))
-            future.set_result(None)
+            future.set_result(Metadata(first))  # as aiokafka's: the batch's base offset
         except ProducerFenced as exc:
             future.set_exception(exc)
         return future

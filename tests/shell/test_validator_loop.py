@@ -31,7 +31,7 @@ from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
 from tests.shell.memory_kafka import MemoryConsumer, MemoryKafka, MemoryProducer
 
 PARTITIONS = 3
-ADMISSION, LOG, DEAD, RESUMES = "adm", "log", "dead", "resumes"
+ADMISSION, LOG, DEAD, RESUMES, STATE = "adm", "log", "dead", "resumes", "state"
 GROUP = "app-validator"
 
 
@@ -46,6 +46,7 @@ def _config(worker: str, transactions: str = "on") -> ValidatorConfig:
         transactional_id=f"app-validator-{worker}",
         transactions=transactions,
         resumes_topic=RESUMES,
+        changelog_topic=STATE,
     )
 
 
@@ -72,6 +73,19 @@ class MemoryLoop(ValidatorLoop):
 
     async def _read_outputs(self, partition: int) -> tuple[list[Any], list[Any]]:
         return self.kafka.visible(LOG, partition), self.kafka.visible(DEAD, partition)
+
+    async def _read_changelog(self, partition: int) -> list[Any]:
+        return self.kafka.visible(STATE, partition)
+
+    async def _read_tail(
+        self, partition: int, log_from: int, dead_from: int
+    ) -> tuple[list[Any], list[Any], int, int]:
+        return (
+            self.kafka.tail(LOG, partition, log_from),
+            self.kafka.tail(DEAD, partition, dead_from),
+            len(self.kafka.logs[(LOG, partition)]),
+            len(self.kafka.logs[(DEAD, partition)]),
+        )
 
     async def _read_source(self, source: Any) -> None:
         return None
@@ -329,13 +343,19 @@ async def test_a_fence_without_a_rebalance_is_taken_again(
     _clean(stage.account())
 
 
+@pytest.mark.parametrize("changelog", [False, True], ids=["replay", "changelog"])
 async def test_without_transactions_a_failed_commit_skips_what_was_written(
-    stage: Stage,
+    stage: Stage, changelog: bool
 ) -> None:
     """A broker without transactions: the outputs of a batch whose offset commit failed are
-    on the topics; the partition is taken again and those records, ``seen`` in the log and
-    dead letters past the committed offset, are not decided twice."""
-    async with stage.member(_config("w1", transactions="off")) as w1:
+    on the topics; the partition is taken again and those records are not decided twice:
+    replaying, they are ``seen`` in the log and dead letters past the committed offset; from
+    the changelog, its checkpoint (written once the outputs were acknowledged) starts past
+    them, and that start is committed."""
+    config = _config("w1", transactions="off")
+    if not changelog:
+        config = ValidatorConfig(**{**vars(config), "changelog_topic": ""})
+    async with stage.member(config) as w1:
         assert not w1.transactional
         await w1.member.assign(_tps())
         stage.publish(_corpus(7)[:50])
@@ -343,8 +363,92 @@ async def test_without_transactions_a_failed_commit_skips_what_was_written(
         w1.member.commit_failures = 1
         stage.publish(_corpus(7)[50:])
         await until(stage.decided, "every record decided")
-        assert w1.metrics.outcomes["skipped"] > 0
+        if changelog:
+            assert w1.restores["changelog"] > 0
+        else:
+            assert w1.metrics.outcomes["skipped"] > 0
+            assert w1.restores == {"changelog": 0, "replay": 6}
     _clean(stage.account())
+
+
+async def test_without_transactions_a_changelog_behind_the_log_is_caught_up_from_its_tail(
+    stage: Stage,
+) -> None:
+    """The log appends of a batch land, its changelog records do not (the broker went away
+    between the two): the restore folds the log tail past the checkpoint onto the changelog's
+    runs and skips those records as ``seen``."""
+    async with stage.member(_config("w1", transactions="off")) as w1:
+        await w1.member.assign(_tps())
+        stage.publish(_corpus(11)[:50])
+        await until(stage.decided, "the first records decided")
+        stage.kafka.refuse[STATE] = 1
+        stage.publish(_corpus(11)[50:])
+        await until(stage.decided, "every record decided")
+        assert w1.metrics.outcomes["skipped"] > 0  # seen in the tail, not decided again
+        assert w1.restores["replay"] == 3  # the first takes only: the changelog was empty
+        assert w1.restores["changelog"] > 0
+    _clean(stage.account())
+
+
+async def _restart(
+    stage: Stage, worker: str, transactions: str = "on", chunks: list[list[Published]] = ()
+) -> dict[str, int]:
+    """A member that takes every partition, decides ``chunks`` published one after the other
+    (a batch or more each) and stops: how it restored, what it read."""
+    async with stage.member(_config(worker, transactions)) as member:
+        await member.member.assign(_tps())
+        await until(lambda: len(member.partitions) == PARTITIONS, f"{worker} restored")
+        await until(stage.decided, f"every record decided by {worker}")
+        for chunk in chunks:
+            stage.publish(chunk)
+            await until(stage.decided, f"every record decided by {worker}")
+        return {**member.restores, **{f"read-{k}": v for k, v in member.restored_records.items()}}
+
+
+def _log_records(stage: Stage) -> int:
+    return sum(len(stage.kafka.visible(LOG, p)) for p in range(PARTITIONS))
+
+
+@pytest.mark.parametrize("transactions", ["on", "off"])
+async def test_a_new_owner_restores_from_the_changelog_and_decides_as_before(
+    stage: Stage, transactions: str
+) -> None:
+    """The next owner of every partition reads the changelog (a record per run and the
+    checkpoint), and of the log only the tail past the checkpoint: nothing, the last commit's
+    checkpoint names where its appends ended; what it decides next is what the first owner
+    would have decided (the accounting)."""
+    records = _corpus(12)
+    first = await _restart(stage, "w1", transactions, [records[i : i + 30] for i in (0, 30, 60)])
+    assert first["replay"] == PARTITIONS and first["changelog"] == 0  # nothing to restore from
+    before = _log_records(stage)
+    second = await _restart(
+        stage, "w2", transactions, [records[i : i + 30] for i in (90, 120, 150)]
+    )
+    assert second["changelog"] == PARTITIONS and second["replay"] == 0
+    assert before > 0 and second["read-log"] == second["read-deadletter"] == 0
+    keys = {r.key for p in range(PARTITIONS) for r in stage.kafka.visible(STATE, p)}
+    assert len(keys) == len({r.run for r in stage.published}) + 1  # compacted: one per run
+    third = await _restart(stage, "w3", transactions)
+    assert third["changelog"] == PARTITIONS and third["replay"] == 0
+    assert _log_records(stage) > before and third["read-log"] == 0
+    _clean(stage.account())
+
+
+async def test_a_changelog_that_disagrees_with_the_log_is_replaced_by_a_replay(
+    stage: Stage,
+) -> None:
+    """The changelog says more than the log holds (the log was deleted and written again):
+    the new owner replays the log, and writes the changelog anew from it."""
+    stage.publish(_corpus(13)[:90])
+    await _restart(stage, "w1")
+    for p in range(PARTITIONS):  # the log as if emptied: the checkpoint points past its end
+        stage.kafka.logs[(LOG, p)] = []
+        stage.kafka.logs[(DEAD, p)] = []
+        stage.kafka.committed.pop((GROUP, ADMISSION, p), None)
+    again = await _restart(stage, "w2")
+    assert again["replay"] == PARTITIONS and again["changelog"] == 0
+    after = await _restart(stage, "w3")
+    assert after["changelog"] == PARTITIONS
 
 
 async def test_a_record_the_log_will_not_take_becomes_unrecordable(stage: Stage) -> None:
