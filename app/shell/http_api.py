@@ -363,7 +363,7 @@ class HttpApi:
         if rest == "/events/poll" and not v1:
             return await self._poll(request, run_id)
         if rest == "":
-            return await self._status(request, run_id)
+            return await self._status(request, run_id, v1=v1)
         if rest == ":fork":
             return await self._fork(request, run_id, prefix)
         if rest == "/envelopes":
@@ -378,19 +378,19 @@ class HttpApi:
                 return await self._resolve(request, run_id, node)
         return _error(error("not_found", f"no endpoint {prefix}{{runId}}{rest}"))
 
-    async def _status(self, request: web.Request, run_id: str) -> web.StreamResponse:
+    async def _status(self, request: web.Request, run_id: str, *, v1: bool) -> web.StreamResponse:
         wrong = self._method(request, "GET")
         if wrong is not None:
             return wrong
         run = await self._lookup(run_id)
         if isinstance(run, web.Response):
             return run
-        return _json(200, self._run_doc(run))
+        return _json(200, self._run_doc(run, major=1 if v1 else 2))
 
-    def _run_doc(self, run: RunLog) -> dict[str, Any]:
+    def _run_doc(self, run: RunLog, *, major: int) -> dict[str, Any]:
         # only the host events the snapshot reads are decoded (never an envelope's payload)
         events = (e.event for e in run.events if e.type in SNAPSHOT_EVENT_TYPES)
-        return snapshot(run.run_id, run.status, run.last_sequence, events)
+        return snapshot(run.run_id, run.status, run.last_sequence, events, major=major)
 
     async def _events(self, request: web.Request, run_id: str, *, v1: bool) -> web.StreamResponse:
         wrong = self._method(request, "GET")
@@ -665,7 +665,18 @@ class HttpApi:
         done = await self._command(run_id, {"type": "run.create", "workflowId": workflow})
         if isinstance(done, web.Response):
             return done
-        return _json(201, self._run_doc(done[1]))
+        created = done[1]
+        path = project_run_id(created.run_id)
+        # v2 CreateRunResponse {runId, status, eventsUrl, statusUrl?} (openwop-client runs_create)
+        return _json(
+            201,
+            {
+                "runId": created.run_id,
+                "status": created.status,
+                "eventsUrl": f"/runs/{path}/events",
+                "statusUrl": f"/runs/{path}",
+            },
+        )
 
     async def _created_run_id(self, request: web.Request, raw: bytes) -> str | web.StreamResponse:
         """A new run is recorded on a partition this worker owns (``_fresh_run_id``); a worker

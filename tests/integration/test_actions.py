@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from openwop_client import OpenwopClient
+from openwop_client.types import CreateRunRequest, ResolveInterruptRequest
 
 from app.core.examples import rfc0209_positive_payload
 from app.shell.broker import Broker
@@ -149,7 +151,7 @@ def test_v2_interrupt_resolve_terminal_after_cancel(host: Host) -> None:
     interrupt as pending; a resolve on an unknown run of the same tenant ⇒ 404 not_found."""
     v2_http = Http(host.http.base, version="2.0")
     run = host.create_approval_run()
-    pending = v2_http.get(runs_path(run)).body["interrupts"]
+    pending = v2_http.get(runs_path(run)).body["extensions"]["a2ui-stream.run"]["interrupts"]
     assert pending == [{"nodeId": "gate", "status": "pending"}]
     cancel = v2_http.post(runs_path(run, "/cancel"), {})
     assert cancel.status == 200 and host.status(run) == "cancelled"
@@ -159,7 +161,7 @@ def test_v2_interrupt_resolve_terminal_after_cancel(host: Host) -> None:
     assert (resolve.status, resolve.body["error"]) == (409, "interrupt_already_resolved"), (
         resolve.body
     )
-    after = v2_http.get(runs_path(run)).body["interrupts"]
+    after = v2_http.get(runs_path(run)).body["extensions"]["a2ui-stream.run"]["interrupts"]
     assert after == [{"nodeId": "gate", "status": "cancelled"}]
     tenant = run.split("/")[0]
     unknown = v2_http.post(
@@ -167,6 +169,31 @@ def test_v2_interrupt_resolve_terminal_after_cancel(host: Host) -> None:
         {"resumeValue": {"action": "accept"}},
     )
     assert (unknown.status, unknown.body["error"]) == (404, "not_found")
+
+
+def test_openwop_client_runs_get_reads_the_snapshot(host: Host) -> None:
+    """openwop-client 2.7.0 unchanged: runs_create, runs_get (before: KeyError('owner'): the
+    snapshot lacked owner, workflowId and eventLogSchemaVersion), interrupts_resolve_by_run and
+    runs_cancel against the worker, and the v1 snapshot's required fields."""
+    client = OpenwopClient(host.http.base, TOKEN)
+    created = client.runs_create(CreateRunRequest(workflowId="conformance-approval"))
+    assert created.eventsUrl.endswith("/events") and created.status == "waiting-approval"
+    snap = client.runs_get(created.runId)
+    assert (snap.runId, snap.workflowId, snap.status) == (
+        created.runId,
+        "conformance-approval",
+        "waiting-approval",
+    )
+    assert snap.owner.tenant == created.runId.split("/")[0] and snap.currentNodeId == "gate"
+    assert snap.eventLogSchemaVersion == 3
+    resolved = client.interrupts_resolve_by_run(
+        created.runId, "gate", ResolveInterruptRequest(resumeValue={"action": "accept"})
+    )
+    assert resolved.nodeId == "gate"
+    assert client.runs_get(created.runId).currentNodeId is None
+    assert client.runs_cancel(created.runId).status == "cancelled"
+    v1 = host.http.get(runs_path(created.runId, v1=True)).body
+    assert {"runId", "workflowId", "status"} <= set(v1) and v1["status"] == "cancelled"
 
 
 def test_a_concurrent_second_resolve_gets_409(host: Host) -> None:
@@ -254,10 +281,10 @@ def test_refused_actions_get_a_code_and_record_nothing(
         action["context"] = {"name": "x", "smuggled": "y"}
     elif case == "untrusted":
         assert host.emit(run, b.envelope(v2(sid, [components_msg()]), trust="untrusted"))[0] == 201
-    before = host.http.get(runs_path(run)).body["lastSequence"]
+    before = host.http.get(runs_path(run, v1=True)).body["lastSequence"]
     refused = host.http.post(runs_path(run, "/actions"), action)
     assert (refused.status, refused.body["error"]) == (status, code), refused.body
-    assert host.http.get(runs_path(run)).body["lastSequence"] == before
+    assert host.http.get(runs_path(run, v1=True)).body["lastSequence"] == before
 
 
 def test_a_producer_cannot_approve_a_gate_or_forge_a_click(host: Host) -> None:

@@ -314,7 +314,10 @@ def test_any_worker_answers_for_any_run(floor2: list[Http]) -> None:
     poll = second.get(runs_path(run, "/events/poll?timeout=5")).body
     assert [e["sequence"] for e in poll["events"]] == [body["sequence"]]
     assert poll["status"] == "running" and poll["isTerminal"] is False
-    assert second.get(runs_path(run, "", v1=False)).body["lastSequence"] == body["sequence"]
+    assert (
+        second.get(runs_path(run)).body["extensions"]["a2ui-stream.run"]["lastSequence"]
+        == body["sequence"]
+    )
 
 
 def test_sse_frames_modes_and_exclusive_last_event_id(floor2: list[Http]) -> None:

@@ -173,7 +173,7 @@ def test_nothing_unsafe_or_secret_reaches_any_subscriber_and_taint_sticks(stack)
     secret_text = {**TEXT, "text": f"token {SECRET} here"}
     assert _emit(http, run, b.envelope(v2(sid, [_components(secret_text)]))) == 201
     assert _emit(http, run, b.envelope(v2(sid, [_components(TEXT)]), trust="untrusted")) == 201
-    tainted_from = http.get(runs_path(run)).body["lastSequence"]
+    tainted_from = http.get(runs_path(run, v1=True)).body["lastSequence"]
     assert (
         _emit(
             http,
@@ -191,7 +191,7 @@ def test_nothing_unsafe_or_secret_reaches_any_subscriber_and_taint_sticks(stack)
     # an accepted action whose context carries the secret (resumes topic)
     action = {"surfaceId": sid, "sourceComponentId": "b", "name": "resume", "context": {}}
     assert http.post(runs_path(run, "/actions"), action).status == 403  # tainted: refused
-    last = http.get(runs_path(run)).body["lastSequence"]
+    last = http.get(runs_path(run, v1=True)).body["lastSequence"]
 
     # -- Kafka subscribers: wait until both hold the last sequence -------------------------------
     async def collect(client: SubscriberClient) -> dict:
