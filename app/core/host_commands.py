@@ -17,7 +17,8 @@ Commands:
   after ``expectedSequence``, the run's last sequence the requester saw (a concurrent
   resolve), and for any resolve on a run that has ended (errors.md §One code per state: a
   cancelled or completed run's interrupts are closed). Accepted: ``interrupt.resolved {nodeId,
-  resumeValue}`` (SR-1 redacted).
+  resumeValue}`` (SR-1 redacted), then ``run.completed`` when it was the approval fixture's
+  gate (the fixture's workflow ends there).
 - ``action.submit`` ``{surfaceId, sourceComponentId, name, context, expectedSequence}``
   (a2ui-action-confinement; the HTTP layer checked the component and the context against the
   materialized surface at ``expectedSequence``, app.core.actions): re-checked here against the
@@ -347,6 +348,12 @@ def _resolve(
         )
     value = command.get("resumeValue")
     emit("interrupt.resolved", {"nodeId": node, "resumeValue": redact(value, secrets)}, node)
+    others = [i for i in state.lifecycle.interrupts if i[0] != node and i[1] == "pending"]
+    if node == APPROVAL_NODE and not others:
+        # The only interrupt this host opens is the conformance-approval fixture's gate, and
+        # that workflow ends there: resolved, the run is completed (the suite's fixture;
+        # v2-interrupt-resolve-terminal leg 2 resolves again after it completed).
+        emit("run.completed", {})
     return None
 
 

@@ -161,25 +161,24 @@ def test_a_trusted_control_run_resolves_once_and_redacts_the_resume_value() -> N
         expectedSequence=seen,
     )
     assert isinstance(out, AppendMany) and len(out.resumes) == 1
-    resolved = run.log[-1]
+    resolved, completed = run.log[-2:]
     assert resolved["type"] == "interrupt.resolved"
+    # the approval fixture's workflow ends at its gate: the run completes with the resolve
+    assert (completed["type"], completed["payload"]) == ("run.completed", {})
+    assert RECORDED.is_valid(completed)
     assert SECRET not in orjson.dumps(resolved).decode()
     assert resolved["payload"]["resumeValue"]["apiKey"] == "[REDACTED:key]"
     resume = orjson.loads(out.resumes[0])
     assert RESUME.is_valid(resume) and resume["value"]["action"] == "accept"
     assert SECRET not in out.resumes[0].decode()
-    assert run.state is not None and run.state.lifecycle.status == "running"
-    # a second resolve that had seen the same log is concurrent (409); a later one is 404
-    concurrent = letter(
-        run.command(type="interrupt.resolve", nodeId="gate", resumeValue=1, expectedSequence=seen)
-    )
-    assert concurrent["code"] == "interrupt_already_resolved"
-    later = letter(
-        run.command(
-            type="interrupt.resolve", nodeId="gate", resumeValue=1, expectedSequence=run.last
+    assert run.state is not None and run.state.lifecycle.status == "completed"
+    # any later resolve, concurrent or not, meets a completed run: 409 (errors.md §One code
+    # per state; the suite's v2-interrupt-resolve-terminal leg 2)
+    for expected in (seen, run.last):
+        again = run.command(
+            type="interrupt.resolve", nodeId="gate", resumeValue=1, expectedSequence=expected
         )
-    )
-    assert later["code"] == "not_found"
+        assert letter(again)["code"] == "interrupt_already_resolved"
 
 
 def test_a_cancelled_run_takes_no_envelope_command_or_second_cancel() -> None:

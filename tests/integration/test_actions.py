@@ -131,14 +131,15 @@ def test_16a_c12_trusted_control_run_resolves_after_a_restart(host: Host) -> Non
         runs_path(run, "/interrupts/gate"), {"resumeValue": {"action": "accept", "key": SECRET}}
     )
     assert resolved.status == 200, resolved.body
-    assert resolved.body == {"runId": run, "nodeId": "gate", "status": "running"}
+    # the approval fixture's workflow ends at its gate: resolved, the run is completed
+    assert resolved.body == {"runId": run, "nodeId": "gate", "status": "completed"}
     again = host.http.post(runs_path(run, "/interrupts/gate"), {"resumeValue": {}})
-    assert again.status == 404  # already resolved, and this requester saw it
+    assert (again.status, again.body["error"]) == (409, "interrupt_already_resolved")
     events = host.http.get(runs_path(run, "/events/poll?timeout=1")).body["events"]
     value = next(e for e in events if e["type"] == "interrupt.resolved")["payload"]["resumeValue"]
     assert value == {"action": "accept", "key": "[REDACTED:byok-1]"}
     assert SECRET not in json.dumps(events)
-    assert host.http.post(runs_path(run, "/cancel"), {}).status == 200
+    assert events[-1]["type"] == "run.completed"
     assert host.http.post(runs_path(run, "/cancel"), {}).status == 409  # run_terminal
     late = host.emit(run, b.envelope(v2(b.sid("late"), [create_msg()])))
     assert late[0] == 409 and late[1]["error"] == "run_terminal"
@@ -171,6 +172,24 @@ def test_v2_interrupt_resolve_terminal_after_cancel(host: Host) -> None:
     assert (unknown.status, unknown.body["error"]) == (404, "not_found")
 
 
+def test_v2_interrupt_resolve_terminal_after_completion(host: Host) -> None:
+    """The suite's v2-interrupt-resolve-terminal leg 2 and the conformance-approval fixture:
+    suspend, resolve (accept) ⇒ 200 and the run is completed (the fixture ends at its gate;
+    before, it stayed running), resolve again ⇒ 409 interrupt_already_resolved."""
+    v2_http = Http(host.http.base, version="2.0")
+    run = host.create_approval_run()
+    first = v2_http.post(runs_path(run, "/interrupts/gate"), {"resumeValue": {"action": "accept"}})
+    assert first.status == 200, first.body
+    assert host.status(run) == "completed"
+    again = v2_http.post(runs_path(run, "/interrupts/gate"), {"resumeValue": {"action": "accept"}})
+    assert (again.status, again.body["error"]) == (409, "interrupt_already_resolved")
+    snap = v2_http.get(runs_path(run)).body
+    assert snap["extensions"]["a2ui-stream.run"]["interrupts"] == [
+        {"nodeId": "gate", "status": "resolved"}
+    ]
+    assert "currentNodeId" not in snap
+
+
 def test_openwop_client_runs_get_reads_the_snapshot(host: Host) -> None:
     """openwop-client 2.7.0 unchanged: runs_create, runs_get (before: KeyError('owner'): the
     snapshot lacked owner, workflowId and eventLogSchemaVersion), interrupts_resolve_by_run and
@@ -189,11 +208,13 @@ def test_openwop_client_runs_get_reads_the_snapshot(host: Host) -> None:
     resolved = client.interrupts_resolve_by_run(
         created.runId, "gate", ResolveInterruptRequest(resumeValue={"action": "accept"})
     )
-    assert resolved.nodeId == "gate"
-    assert client.runs_get(created.runId).currentNodeId is None
-    assert client.runs_cancel(created.runId).status == "cancelled"
+    assert (resolved.nodeId, resolved.status) == ("gate", "completed")
+    done = client.runs_get(created.runId)
+    assert (done.status, done.currentNodeId) == ("completed", None)
     v1 = host.http.get(runs_path(created.runId, v1=True)).body
-    assert {"runId", "workflowId", "status"} <= set(v1) and v1["status"] == "cancelled"
+    assert {"runId", "workflowId", "status"} <= set(v1) and v1["status"] == "completed"
+    other = client.runs_create(CreateRunRequest(workflowId="conformance-approval"))
+    assert client.runs_cancel(other.runId).status == "cancelled"
 
 
 def test_a_concurrent_second_resolve_gets_409(host: Host) -> None:
@@ -325,7 +346,7 @@ def test_a_producer_cannot_approve_a_gate_or_forge_a_click(host: Host) -> None:
     assert "interrupt.resolved" not in types and "action.accepted" not in types
     resolved = host.http.post(runs_path(run, "/interrupts/gate"), {"resumeValue": {"ok": 1}})
     assert resolved.status == 200, resolved.body
-    assert host.status(run) == "running"
+    assert host.status(run) == "completed"
 
 
 def _events(host: Host, run: str) -> list[dict]:
