@@ -8,7 +8,9 @@ events to append, or a ``Violation`` (a dead letter, as for any refused record).
 Commands:
 
 - ``run.create`` ``{workflowId}``: a fresh run gets ``run.created``; the ``conformance-approval``
-  fixture (§16a gate) is then suspended at node ``gate`` (``node.suspended``, kind approval).
+  fixture (§16a gate) is then suspended at node ``gate`` (``node.suspended``, kind approval),
+  ``conformance-noop`` is completed (``run.completed``), ``conformance-cancellable`` runs until
+  cancelled.
 - ``run.cancel``: ``run.cancelled``; a terminal run refuses (``run_terminal``).
 - ``interrupt.resolve`` ``{nodeId, resumeValue, expectedSequence}`` (§9 Interrupt resolve, §7):
   refused with ``forbidden`` (details.reason ``untrusted_content_blocks_approval``) while ANY
@@ -58,10 +60,18 @@ __all__ = [
     "decide_command",
     "resume_of",
     "APPROVAL_FIXTURE",
+    "CANCELLABLE_FIXTURE",
+    "FIXTURES",
+    "NOOP_FIXTURE",
     "ACTION_NAMES",
 ]
 
 APPROVAL_FIXTURE = "conformance-approval"
+NOOP_FIXTURE = "conformance-noop"
+CANCELLABLE_FIXTURE = "conformance-cancellable"
+# The conformance fixture workflows (RFC 0003 ``fixtures``), served and advertised only with
+# the seams (A2UI_STREAM_SEAMS=1; app.shell.http_api refuses other ``conformance-*`` ids).
+FIXTURES = (APPROVAL_FIXTURE, NOOP_FIXTURE, CANCELLABLE_FIXTURE)
 APPROVAL_NODE = "gate"
 ACTION_NAMES = ("resume", "exchange")  # a2ui-action-confinement
 
@@ -282,6 +292,11 @@ def _create(command: Mapping[str, Any], state: RunState, emit: _Emit) -> Violati
     emit("run.created", {"workflowId": workflow})
     if workflow == APPROVAL_FIXTURE:  # §16a gate: a run suspended at node `gate`
         emit("node.suspended", {"nodeId": APPROVAL_NODE, "kind": "approval"}, APPROVAL_NODE)
+    elif workflow == NOOP_FIXTURE:  # a workflow with nothing to do: completed at once
+        emit("run.completed", {})
+    # CANCELLABLE_FIXTURE: running until cancelled. The suite's definition completes after
+    # ``inputs.delayMs``; this host has no timer (no clock in the core, no orchestrator), so it
+    # never completes on its own (docs/actions.md).
     return None
 
 

@@ -27,6 +27,7 @@ from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from app import __version__
 from app.core.discovery import DiscoveryConfig
+from app.core.host_commands import FIXTURES
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.topic_plan import TopicSpec
@@ -267,8 +268,8 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             strictness=settings.strictness,
             seams=settings.seams,
             delta_transport=settings.delta_transport,
-            # §12/§16a: the approval fixture is advertised only where the seams are.
-            fixtures=("conformance-approval",) if settings.seams else (),
+            # §12/§16a: the fixtures are served and advertised only where the seams are.
+            fixtures=FIXTURES if settings.seams else (),
             version=__version__,
         ),
         tokens=settings.http_tokens,

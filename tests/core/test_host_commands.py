@@ -181,6 +181,27 @@ def test_a_trusted_control_run_resolves_once_and_redacts_the_resume_value() -> N
         assert letter(again)["code"] == "interrupt_already_resolved"
 
 
+@pytest.mark.parametrize(
+    ("workflow", "types", "status"),
+    [
+        ("conformance-approval", ["run.created", "node.suspended"], "waiting-approval"),
+        ("conformance-noop", ["run.created", "run.completed"], "completed"),
+        ("conformance-cancellable", ["run.created"], "running"),
+        ("anything-else", ["run.created"], "running"),
+    ],
+)
+def test_the_fixture_workflows(workflow: str, types: list[str], status: str) -> None:
+    """The conformance fixtures (issue 17): noop completes at once (it blocked every v2 SSE,
+    Last-Event-ID, poll-cursor and stream-mode scenario), cancellable runs until cancelled."""
+    run = Run()
+    assert isinstance(run.command(type="run.create", workflowId=workflow), AppendMany)
+    assert [e["type"] for e in run.log] == types
+    assert run.state is not None and run.state.lifecycle.status == status
+    if workflow == "conformance-cancellable":
+        assert isinstance(run.command(type="run.cancel"), AppendMany)
+        assert run.state.lifecycle.status == "cancelled"
+
+
 def test_a_cancelled_run_takes_no_envelope_command_or_second_cancel() -> None:
     run = approval_run()
     assert isinstance(run.command(type="run.cancel"), AppendMany)

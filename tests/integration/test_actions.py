@@ -26,6 +26,7 @@ from tests.integration.http_kit import (
     create_msg,
     delete_msg,
     publish_raw,
+    read_sse,
     runs_path,
     v2,
     wait_http,
@@ -93,7 +94,30 @@ def _gate_surface(b: Builder, sid: str, trust: str | None = None, create: bool =
 
 def test_discovery_advertises_the_approval_fixture_with_the_seams(host: Host) -> None:
     doc = host.http.get("/.well-known/openwop", headers={"OpenWOP-Version": "2"}).body
-    assert "conformance-approval" in doc["fixtures"]
+    assert doc["fixtures"] == [
+        "conformance-approval",
+        "conformance-noop",
+        "conformance-cancellable",
+    ]
+
+
+def test_the_noop_and_cancellable_fixtures(host: Host) -> None:
+    """issue 17: POST /runs {workflowId: conformance-noop} answered 404, which blocked every v2
+    SSE, Last-Event-ID, poll-cursor and stream-mode scenario. Now it is created completed and
+    its stream ends with run.completed; conformance-cancellable runs until cancelled."""
+    v2_http = Http(host.http.base, version="2.0")
+    noop = v2_http.post("/runs", {"workflowId": "conformance-noop"})
+    assert (noop.status, noop.body["status"]) == (201, "completed"), noop.body
+    events = read_sse(host.http.base, runs_path(noop.body["runId"], "/events"), until=1)
+    assert [e.event for e in events] == ["run.created", "run.completed"]
+    assert [e.id for e in events] == ["0", "1"]
+    cancellable = v2_http.post("/runs", {"workflowId": "conformance-cancellable"})
+    assert (cancellable.status, cancellable.body["status"]) == (201, "running")
+    run = cancellable.body["runId"]
+    cancel = v2_http.post(runs_path(run, "/cancel"), {})
+    assert (cancel.status, cancel.body["status"]) == (200, "cancelled")
+    unknown = v2_http.post("/runs", {"workflowId": "conformance-delay"})
+    assert (unknown.status, unknown.body["error"]) == (404, "not_found")
 
 
 def test_16a_c12_taint_is_sticky_and_blocks_the_approval(host: Host) -> None:
