@@ -144,12 +144,12 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "A2UI_STREAM_SEAMS",
         "0",
-        "1: serve the conformance seams (POST /v1/host/sample/a2ui/emit-surface, POST /conformance/seams/sample/a2ui/emit-surface) and advertise them. Test hosts only.",
+        "1: serve the conformance seams (POST /v1/host/sample/a2ui/emit-surface, POST /conformance/seams/sample/a2ui/emit-surface) and fixtures (conformance-approval, conformance-noop, conformance-cancellable) and advertise them. Test hosts only.",
     ),
     (
         "A2UI_STREAM_DELTA_TRANSPORT",
         "1",
-        "1: advertise and serve RFC 0114 delta frames on GET /v1/runs/{runId}/events?a2uiDelta=1 (v1 discovery only; deprecated in v2).",
+        "1: advertise and serve RFC 0114 delta frames on GET /v1/runs/{runId}/events?a2uiDelta=1 at floor 1 (v1 discovery only; never at floor 2, where v1 surfaces are refused; deprecated in v2).",
     ),
     (
         "A2UI_STREAM_HTTP_WAIT_SECONDS",
