@@ -7,13 +7,14 @@ Shell module.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 
-__all__ = ["baseline_missing", "emit"]
+__all__ = ["baseline_missing", "emit", "load_average", "load_text"]
 
 
 def baseline_missing(bench: str, modules: Sequence[str], what: str) -> bool:
@@ -36,3 +37,21 @@ def emit(result: dict[str, Any], as_json: bool, table: Callable[[dict[str, Any]]
     else:
         print(table(result))
     return 0
+
+
+def load_average() -> list[float]:
+    """The 1-, 5- and 15-minute load averages (``/proc/loadavg``; ``os.getloadavg`` where
+    there is no /proc). Printed beside a bench's figures: on a shared machine a figure means
+    little without the load it was measured under."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return [float(x) for x in f.read().split()[:3]]
+    except OSError:
+        return [round(x, 2) for x in os.getloadavg()]
+
+
+def load_text(load: dict[str, list[float]]) -> str:
+    """``{"start": [...], "end": [...]}`` as one line for a table."""
+    return "load average (1, 5, 15 min) at start {} / at end {}".format(
+        *(" ".join(f"{x:.2f}" for x in load[k]) for k in ("start", "end"))
+    )
