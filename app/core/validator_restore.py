@@ -104,26 +104,27 @@ class _Seen:
 
 
 def read_changelog(partition: int, records: Iterable[Stored]) -> Snapshot | None:
-    """The changelog partition's records, latest per key (as compaction keeps them). None when
-    a record is not one this version wrote: the partition is then replayed from the log."""
-    runs: dict[str, RunState] = {}
-    checkpoint: Checkpoint | None = None
+    """The changelog partition's records, latest per key (as compaction keeps them; only the
+    latest of each run is decoded). None when a record is not one this version wrote: the
+    partition is then replayed from the log."""
+    latest: dict[bytes, bytes | None] = {}
     for record in records:
         if record.key is None:
             return None
-        if record.key == CHECKPOINT_KEY:
-            checkpoint = None if record.value is None else decode_checkpoint(record.value)
-            if checkpoint is None or checkpoint.partition != partition:
-                return None
-            continue
+        latest[record.key] = record.value
+    point = latest.pop(CHECKPOINT_KEY, None)
+    checkpoint = None if point is None else decode_checkpoint(point)
+    if point is not None and (checkpoint is None or checkpoint.partition != partition):
+        return None
+    runs: dict[str, RunState] = {}
+    for key, value in latest.items():
+        if value is None:
+            continue  # a tombstone: the run was deleted
         try:
-            run_id = record.key.decode()
+            run_id = key.decode()
         except UnicodeDecodeError:
             return None
-        if record.value is None:
-            runs.pop(run_id, None)
-            continue
-        state = decode_state(run_id, record.value)
+        state = decode_state(run_id, value)
         if state is None:
             return None
         runs[run_id] = state

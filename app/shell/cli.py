@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "app.shell.commands_publish",  # publish
     "app.shell.commands_subscribe",  # subscribe, unsubscribe
     "app.shell.commands_ops",  # deadletter, runs, log
+    "app.shell.commands_state",  # state rebuild
     "app.shell.soak_command",  # soak
 )
 _BENCH_MODULES = (

@@ -56,6 +56,7 @@ from aiokafka.errors import (
 from app.core.host_commands import ForkSource
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
+from app.core.run_snapshot import CHECKPOINT_KEY
 from app.core.validator import SourceRecord
 from app.core.validator_batch import (
     SOURCE_HEADER,
@@ -468,10 +469,11 @@ class ValidatorLoop:
         finally:
             self._close_later(producer)
         log.info(
-            "validator: partition %d restored by %s: %d runs, %d outcomes past offset %d",
+            # (" restored: " is what the fault scenarios count: app/shell/fault_scenarios.py)
+            "validator: partition %d restored: %d runs (by %s), %d outcomes past offset %d",
             tp.partition,
-            way,
             len(restored.runs),
+            way,
             len(restored.seen),
             restored.start,
         )
@@ -540,14 +542,20 @@ class ValidatorLoop:
         in a transaction of the partition's own producer, or with the plain one."""
         if not sends and offset is None:
             return
+        # The checkpoint last, once the run states are acknowledged (without a transaction a
+        # checkpoint without them would make the changelog look whole).
+        states = [s for s in sends if s.key != CHECKPOINT_KEY]
+        points = [s for s in sends if s.key == CHECKPOINT_KEY]
         if producer is not None:
             async with producer.transaction():
-                await asyncio.gather(*(f for _, f in await self._send_batches(producer, sends)))
+                for part in (states, points):
+                    await asyncio.gather(*(f for _, f in await self._send_batches(producer, part)))
                 if offset is not None:
                     await producer.send_offsets_to_transaction({tp: offset}, self.config.group_id)
             return
         assert self.producer is not None and self.consumer is not None
-        await asyncio.gather(*(f for _, f in await self._send_batches(self.producer, sends)))
+        for part in (states, points):
+            await asyncio.gather(*(f for _, f in await self._send_batches(self.producer, part)))
         if offset is not None:
             await self.consumer.commit({tp: offset})
 
@@ -717,10 +725,14 @@ class ValidatorLoop:
             sent = await self._send_batches(self.producer, outputs)
             await asyncio.gather(*(f for _, f in sent))
             states = [s for plan in work for s in plan.sends if s.topic == changelog]
+            await asyncio.gather(*(f for _, f in await self._send_batches(self.producer, states)))
+            points: list[Send] = []
             for plan in work:
                 self.ends[plan.partition] = self._ends_of(sent, plan.partition)
-                states += self._checkpoint(plan)
-            await asyncio.gather(*(f for _, f in await self._send_batches(self.producer, states)))
+                points += self._checkpoint(plan)
+            # ... and the checkpoints last: one that landed without its run states would
+            # send a restore past events those states do not hold.
+            await asyncio.gather(*(f for _, f in await self._send_batches(self.producer, points)))
             await self.consumer.commit({self._tp(p.partition): p.next_offset for p in work})
         except Exception as exc:
             written = {id(plan) for plan in work}

@@ -24,6 +24,7 @@ from tests.integration.pipeline_kit import (
     publish,
     wait_for_outcomes,
 )
+from tests.integration.test_ops_commands import cli
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -85,6 +86,19 @@ async def test_a_restart_restores_from_the_changelog_and_decides_on(
         )
         await asyncio.sleep(2)  # a duplicate would surface now; the accounting would catch it
         print(account(records, expected, await observe(broker, settings)))
+        # `state rebuild` refuses while a worker runs, rewrites the changelog once they stop,
+        # and a worker restores from what it wrote.
+        refused = cli(broker, settings, "state", "rebuild", "--yes")
+        assert refused.returncode == 2 and "stop every worker" in refused.stderr
+        worker.stop()
+        rebuilt = cli(broker, settings, "state", "rebuild", "--yes")
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        assert rebuilt.stdout.count("partition ") == settings.partitions
+        assert "Traceback" not in rebuilt.stderr
+        worker.start()
+        await _restored(worker, settings.partitions)
+        assert _sample(worker, "a2ui_validator_restores_total", 'way="changelog"') == 3
+        assert _sample(worker, "a2ui_validator_restore_records_total", 'topic="log"') == 0
     finally:
         worker.stop()
     assert worker.crashes == 0
