@@ -426,8 +426,9 @@ async def _latency(
     if not opts.latency_records:
         return {}
     lat = _records(opts.latency_records, opts.runs, prefix="lat-")
+    watching = asyncio.create_task(watcher.until(seen + len(lat), procs))
     sent = await _produce_at(producer, admission, lat, opts.rate)
-    await watcher.until(seen + len(lat), procs)
+    await watching
     delays = [(watcher.seen[s] - t) * 1000 for s, t in sent.items()]
     return {
         "latency_records": len(delays),
@@ -535,10 +536,11 @@ async def _live_pass(
         await _produce_fast(producer, admission, _probes(p), p)
         await watcher.until(p, bench.procs)
         data = _records(opts.records, opts.runs, prefix="bench-")
+        watching = asyncio.create_task(watcher.until(p + len(data), bench.procs))
         first, acked = await _produce_fast(
             producer, admission, [(k, v, None, []) for k, v in data], p
         )
-        last = await watcher.until(p + len(data), bench.procs)
+        last = await watching  # the watcher reads while the records are produced
         out: dict[str, Any] = {
             "published": len(data),
             "elapsed_s": round(last - first, 4),
@@ -625,10 +627,11 @@ async def _raw_pass(bench: _Pass, broker: Broker, opts: Options) -> dict[str, An
     try:
         await watcher.consumer.getmany(timeout_ms=200)  # the first fetch before the clock
         data = _records(opts.records, opts.runs, prefix="rbench-")
+        watching = asyncio.create_task(watcher.until(len(data), None))
         first, acked = await _produce_fast(
             producer, admission, [(k, v, None, []) for k, v in data], opts.partitions
         )
-        last = await watcher.until(len(data), None)
+        last = await watching
         out: dict[str, Any] = {
             "published": len(data),
             "elapsed_s": round(last - first, 4),

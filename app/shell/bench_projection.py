@@ -16,15 +16,23 @@ Shell module (it reads the clock, the schema files and randomness). Three parts:
   beside it (the machine is shared: wall time also counts the waits for a core). A third set
   of 3,000 random JSON pairs (nested arrays and objects, keys with ``/`` and ``~``) is where
   ``jsonpatch.make_patch`` is known to produce patches that do not apply;
-- fan-out: planning + encoding one update for 1, 100 and 1,000 subscribers (all delta and in
-  sync, then all full).
+- fan-out: one update to 1, 100 and 1,000 subscribers (all delta and in sync, then all full),
+  as the projector sends it: ``frames.plan`` (plan + encode) and then one awaited
+  ``producer.send`` per frame, keyed ``runId/surfaceId``, to the subscriber's own topic (the
+  subscriber-topic template of topics/; at most ``FANOUT_TOPICS`` topics, subscriber ``i`` on
+  topic ``i % FANOUT_TOPICS``, created for the bench and deleted after it). The per-subscriber
+  figure is plan + send; the time until every frame is acknowledged is beside it. Before
+  (until issue 16): plan + encode only, no produce. The produce needs a broker (the harness
+  picks it: ``KAFKA_BOOTSTRAP``, else one it starts); ``--no-produce`` measures the plan only.
 
+Each figure is printed with the load average (``/proc/loadavg``) at the start and the end.
 Figures are printed, never asserted: timing belongs to people, not to the test suite.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import copy
 import os
 import platform
@@ -43,9 +51,9 @@ from app.core.patch import PatchError, apply_patch, json_equal, verified_diff
 from app.core.policy import SURFACE_KIND, HostPolicy
 from app.core.subscriptions import MAX_FULL_EVERY
 from app.core.surfaces import Projection, SurfaceChange, project
-from app.shell.bench_output import baseline_missing, emit
+from app.shell.bench_output import baseline_missing, emit, load_average, load_text
 
-__all__ = ["register", "add_parser", "run", "measure"]
+__all__ = ["register", "add_parser", "run", "measure", "fanout_on", "measure_fanout_produced"]
 
 BASIC = "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json"
 RUN_ID = "bench/run-000000000000000002"
@@ -54,6 +62,7 @@ COMPONENTS = 100
 TARGET_BYTES_RATIO = 0.05
 TARGET_SPEEDUP = 20.0
 FANOUT = (1, 100, 1000)
+FANOUT_TOPICS = 100
 RANDOM_PAIRS = 3000
 
 
@@ -423,10 +432,107 @@ def measure_fanout(changes: list[SurfaceChange]) -> list[dict[str, Any]]:
     return rows
 
 
+async def measure_fanout_produced(
+    changes: list[SurfaceChange], bootstrap: str, topics: list[str]
+) -> list[dict[str, Any]]:
+    """``measure_fanout`` with the sends: plan, then one awaited ``producer.send`` per frame
+    (as ``ProjectorLoop._send`` does), then wait for every acknowledgement."""
+    from aiokafka import AIOKafkaProducer
+
+    old_change, change = changes[-2], changes[-1]
+    key = f"{change.key.run_id}/{change.key.surface_id}".encode()
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=256 * 1024
+    )
+    await producer.start()
+    rows = []
+    try:
+        for topic in topics:  # metadata before the clock
+            await (await producer.send(topic, b"warm-up", key=key))
+        for count in FANOUT:
+            for mode in ("delta", "full"):
+                subs = [Subscription(f"s{i}", delta=mode == "delta") for i in range(count)]
+                where = {s.subscriber_id: topics[i % len(topics)] for i, s in enumerate(subs)}
+                held = plan(old_change, [(s, None) for s in subs]).cursors
+                pairs = [(s, held[s.subscriber_id]) for s in subs]
+                plans, sends, acked, cpu = [], [], [], []
+                for _ in range(max(3, 200 // count)):
+                    t0, c0 = time.perf_counter_ns(), time.process_time_ns()
+                    result = plan(change, pairs)
+                    t1 = time.perf_counter_ns()
+                    futures = [
+                        await producer.send(where[send.subscriber_id], send.frame, key=key)
+                        for send in result.sends
+                    ]
+                    t2, c2 = time.perf_counter_ns(), time.process_time_ns()
+                    await asyncio.gather(*futures)
+                    t3 = time.perf_counter_ns()
+                    plans.append((t1 - t0) / 1000.0)
+                    sends.append((t2 - t1) / 1000.0)
+                    cpu.append((c2 - c0) / 1000.0)
+                    acked.append((t3 - t0) / 1e6)
+                plan_us, send_us = statistics.median(plans), statistics.median(sends)
+                rows.append(
+                    {
+                        "subscribers": count,
+                        "mode": mode,
+                        "topics": min(count, len(topics)),
+                        "frames": len(result.sends),
+                        "plan_p50_us": round(plan_us, 1),
+                        "send_p50_us": round(send_us, 1),
+                        "cpu_p50_us": round(statistics.median(cpu), 1),
+                        "per_subscriber_us": round((plan_us + send_us) / count, 3),
+                        "send_per_subscriber_us": round(send_us / count, 3),
+                        "acked_p50_ms": round(statistics.median(acked), 2),
+                        "bytes_per_frame": len(result.sends[0].frame),
+                    }
+                )
+    finally:
+        await producer.stop()
+    return rows
+
+
+async def fanout_on(bootstrap: str, changes: list[SurfaceChange]) -> list[dict[str, Any]]:
+    """``measure_fanout_produced`` on subscriber topics made for it (and deleted after)."""
+    import uuid
+
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from app.core.topic_plan import subscriber_topic
+    from app.shell.topics_admin import ensure_topics, load_definitions
+
+    definitions = load_definitions()
+    prefix = f"benchfan{uuid.uuid4().hex[:8]}."
+    specs = [
+        subscriber_topic(definitions, f"s{i}", prefix=prefix, replication=1)
+        for i in range(min(max(FANOUT), FANOUT_TOPICS))
+    ]
+    await ensure_topics(bootstrap, specs)
+    try:
+        return await measure_fanout_produced(changes, bootstrap, [s.name for s in specs])
+    finally:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_topics([s.name for s in specs])
+        finally:
+            await admin.close()
+
+
+async def _fanout_with_broker(changes: list[SurfaceChange]) -> tuple[str, list[dict[str, Any]]]:
+    from app.shell.broker import start_broker
+
+    broker = start_broker(log=lambda m: print(m, file=sys.stderr))
+    try:
+        return broker.description, await fanout_on(broker.bootstrap, changes)
+    finally:
+        broker.stop()
+
+
 # --- the command ---------------------------------------------------------------------------------
 
 
-def measure(updates: int) -> dict[str, Any]:
+def measure(updates: int, produce: bool = False) -> dict[str, Any]:
     import jsonpatch
 
     from app.core.payload_rules import PayloadRules
@@ -437,10 +543,15 @@ def measure(updates: int) -> dict[str, Any]:
     v1 = _changes(v1_events(updates, rules))
     v2_pairs = [(c.old.content, c.new.content) for c in v2 if c.old is not None]
     v1_pairs = [(c.old.content, c.new.content) for c in v1 if c.old is not None]
-    return {
+    load_start = load_average()
+    produced: dict[str, Any] = {}
+    if produce:
+        where, rows = asyncio.run(_fanout_with_broker(v2))
+        produced = {"fanout_produced": rows, "broker": where}
+    result = {
         "bench": "projection",
         "python": platform.python_version(),
-        "machine": platform.machine(),
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
         "load_average_1m": round(os.getloadavg()[0], 2),
         "bytes": {"v2": measure_bytes(v2), "v1": measure_bytes(v1)},
         "bytes_deltas_only": {
@@ -458,13 +569,15 @@ def measure(updates: int) -> dict[str, Any]:
             ),
         ],
         "fanout": measure_fanout(v2),
+        **produced,
     }
+    return result | {"load_average": {"start": load_start, "end": load_average()}}
 
 
 def _table(result: dict[str, Any]) -> str:
     lines = [
-        f"projection (Python {result['python']}, {result['machine']}; "
-        f"load average {result['load_average_1m']})",
+        f"projection (Python {result['python']}, {result['machine']})",
+        load_text(result["load_average"]),
         "",
         f"bytes to a delta vs a full subscriber (target delta <= {TARGET_BYTES_RATIO:.0%} of full;"
         " checks: deltas that carry a digest, every fullEvery-th)",
@@ -508,7 +621,24 @@ def _table(result: dict[str, Any]) -> str:
             f"{str(d['speedup']) + 'x':>8} {str(d['wall_speedup']) + 'x':>7} "
             f"{mine:>13} {other:>18}  of {d['count']}{mark}"
         )
-    lines += ["", "fan-out of one update (plan + encode), µs"]
+    if "fanout_produced" in result:
+        lines += [
+            "",
+            "fan-out of one update as the projector sends it: plan + encode, then one awaited "
+            f"producer.send per frame ({result['broker']}), µs; acked: until every frame is",
+        ]
+        head = (
+            f"{'subscribers':>11} {'mode':>6} {'topics':>6} {'plan':>9} {'send':>9} "
+            f"{'per subscriber':>15} {'send/sub':>9} {'acked ms':>9}"
+        )
+        lines += [head, "-" * len(head)]
+        for f in result["fanout_produced"]:
+            lines.append(
+                f"{f['subscribers']:>11} {f['mode']:>6} {f['topics']:>6} {f['plan_p50_us']:>9.1f} "
+                f"{f['send_p50_us']:>9.1f} {f['per_subscriber_us']:>15.3f} "
+                f"{f['send_per_subscriber_us']:>9.3f} {f['acked_p50_ms']:>9.2f}"
+            )
+    lines += ["", "fan-out of one update, plan + encode only (no produce), µs"]
     head = f"{'subscribers':>11} {'mode':>6} {'p50':>10} {'per subscriber':>15} {'frame bytes':>12}"
     lines += [head, "-" * len(head)]
     for f in result["fanout"]:
@@ -525,7 +655,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if baseline_missing("projection", ("jsonpatch",), "the `jsonpatch` package"):
         return 2
-    return emit(measure(args.updates), args.json, _table)
+    return emit(measure(args.updates, produce=not args.no_produce), args.json, _table)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -537,8 +667,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "What the projector costs and saves on a 100-component surface updated one leaf at "
             "a time: the bytes of RFC 6902 delta frames against full frames, the verified "
             "delta against jsonpatch.make_patch, and the cost of fanning frames out to many "
-            "subscribers. No broker is needed."
+            "subscribers, including one producer send per subscriber frame (on the broker "
+            "the harness picks: KAFKA_BOOTSTRAP, else one it starts; --no-produce: none)."
         ),
+    )
+    parser.add_argument(
+        "--no-produce",
+        action="store_true",
+        help="fan-out: plan + encode only, no broker (the figure before issue 16)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(

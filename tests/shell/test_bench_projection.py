@@ -17,6 +17,15 @@ def test_bench_projection_registers_its_options() -> None:
     bench.register(parser.add_subparsers())
     args = parser.parse_args(["projection", "--json", "--updates", "7"])
     assert args.json is True and args.updates == 7 and args.func is bench.run
+    assert args.no_produce is False
+    assert parser.parse_args(["projection", "--no-produce"]).no_produce is True
+
+
+def test_bench_projection_table_has_the_load_average() -> None:
+    result = bench.measure(3)  # no produce: no broker
+    assert "fanout_produced" not in result
+    assert len(result["load_average"]["start"]) == len(result["load_average"]["end"]) == 3
+    assert "load average (1, 5, 15 min)" in bench._table(result)
 
 
 def test_bench_projection_parts_on_small_inputs() -> None:
