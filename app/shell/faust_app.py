@@ -217,7 +217,9 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             topic_prefix=settings.topic_prefix,
             replication=settings.replication,
             group_id=f"{settings.app_id}-projector",
+            partitions=specs["log"].partitions,
             fast_groups=settings.fast_groups,
+            cache_surfaces=settings.projector_cache_surfaces,
         ),
         policy,
     )
@@ -242,6 +244,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         settings.data_dir / "run-store" / specs["log"].name / settings.worker_id,
         cache_bytes=settings.run_cache_mb * 1024 * 1024,
     )
+    projector.store = index.opened_store  # a rebuild reads a run's events there first
     ownership.on_assigned.append(index.assigned)
     ownership.on_revoked.append(index.revoked)
     forwarder = Forwarder(
@@ -386,9 +389,9 @@ def _state_metrics(
     if "projector" in roles:
         lines += [
             "# HELP a2ui_projector_surfaces Materialized surfaces held by this worker's "
-            "projector (of partitions it owns or once owned).",
+            "projector (its cache, of the partitions it owns).",
             "# TYPE a2ui_projector_surfaces gauge",
-            f"a2ui_projector_surfaces {len(projector.projection.surfaces)}",
+            f"a2ui_projector_surfaces {projector.held}",
         ]
     return lines
 

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -330,9 +330,12 @@ async def read_range(
     last: int,
     *,
     timeout: float = 30.0,
+    keep: Callable[[Any], bool] | None = None,
 ) -> list[Any]:
     """The committed records of one partition with offsets ``first..last`` (inclusive), read
-    with ``read_committed`` (aborted and compacted-away offsets are simply absent)."""
+    with ``read_committed`` (aborted and compacted-away offsets are simply absent); with
+    ``keep``, only the records it keeps are held (the projector's rebuild of a few runs from a
+    whole partition)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         enable_auto_commit=False,
@@ -353,7 +356,11 @@ async def read_range(
             if loop.time() > deadline:
                 raise TimeoutError(f"reading {topic}[{partition}] {first}..{last} timed out")
             batch = await consumer.getmany(tp, timeout_ms=500)
-            records.extend(r for r in batch.get(tp, ()) if first <= r.offset <= last)
+            records.extend(
+                r
+                for r in batch.get(tp, ())
+                if first <= r.offset <= last and (keep is None or keep(r))
+            )
         return records
     finally:
         await consumer.stop()

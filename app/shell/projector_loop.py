@@ -7,7 +7,7 @@ consumers:
 - the subscription registry (compacted, every worker reads all of it, from the beginning);
 - resync requests (every worker reads all of them, from ``RESYNC_LOOKBACK_SECONDS`` before it
   starts, and answers the ones for runs it owns). A request published while no worker owned
-  its run (a restart, a rebalance) is answered by the next owner once it has restored the
+  its run (a restart, a rebalance) is answered by the next owner once it has taken the
   run's partition: it answers the requests of the last ``RESYNC_LOOKBACK_SECONDS`` for that
   partition's runs. An answer carries the request's ``a2ui-resync`` = ``partition:offset``
   header and is marked ``resync: true`` in the frame (``frames.answer_resync``), so a
@@ -15,14 +15,25 @@ consumers:
   request/answer pair repeats without a change; docs/projection.md); a request the previous
   owner answered too gets a second full frame, which is idempotent for the subscriber.
 
-For each recorded event it calls ``app.core.surfaces.project`` and, for each surface change,
-``app.core.frames.plan`` with the subscribers of that run, then writes each frame to its
-subscriber's topic, keyed ``runId/surfaceId``. The materialized surfaces are rebuilt from the
-log on assignment (nothing else is stored); subscriber cursors are not persisted, so after a
-restart or a rebalance every subscriber's next frame for a surface is a full frame, which is
-always safe. Frames are delivered at least once: the log offset is committed after the sends,
-and a repeated delta fails the client's base check and brings a resync, a repeated full frame
-is idempotent.
+For each recorded event it calls ``app.core.projector_runs.fold_run`` and, for each surface
+change, ``app.core.frames.plan`` with the subscribers of that run, then writes each frame to its
+subscriber's topic, keyed ``runId/surfaceId``. Frames are delivered at least once: the log
+offset is committed after the sends, and a repeated delta fails the client's base check and
+brings a resync, a repeated full frame is idempotent.
+
+Bounded (issue 15 item 3): the projector holds surfaces only for the log partitions it owns,
+and of those only the runs of a bounded LRU cache (``A2UI_STREAM_PROJECTOR_CACHE_SURFACES``
+surfaces, enforced after each batch). A revoked partition's runs are dropped in the listener.
+An assigned partition is paused and taken in the background (never inside the listener: a
+member that does not rejoin within the rebalance timeout is dropped from the group; the
+validator's rule), which only reads its committed offset: nothing is replayed up front. A run
+that is not in the cache when a new event, a resync request or a subscriber's catch-up needs
+it is rebuilt from its recorded events (``app.core.projector_runs.rebuild_run``), read from the
+read side's run store when that holds them (``app.shell.run_store``, the same worker's
+RocksDB) and otherwise from the log partition, one read per partition per batch. A rebuilt run
+equals the one that was never evicted (the same fold over the same recorded events). Subscriber
+cursors live with their run in the cache: after an eviction (as after a restart or a
+rebalance) a subscriber's next frame for the surface is a full frame, which is always safe.
 """
 
 from __future__ import annotations
@@ -31,9 +42,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter, deque
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -41,17 +52,19 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
 from app.core import frames
+from app.core.keys import partition_for_run, run_of_log_key
 from app.core.policy import HostPolicy
+from app.core.projector_runs import RunSurfaces, complete_prefix, empty_run, fold_run, rebuild_run
 from app.core.redaction import Secrets, prepare
-from app.core.run_lifecycle import lineage_of
 from app.core.subscriber import DRIFT
 from app.core.subscriptions import Registry, register, subscribers_for
-from app.core.surfaces import Projection, SurfaceKey, project
+from app.core.surfaces import Surface, SurfaceChange, SurfaceKey
 from app.core.topic_plan import TopicSpec, subscriber_topic
-from app.shell.kafka_io import group_consumer, partitions_of, read_topic
+from app.shell.kafka_io import group_consumer, partitions_of, read_range
+from app.shell.run_store import RunStore
 from app.shell.topics_admin import ensure_topics, load_definitions
 
-__all__ = ["ProjectorConfig", "ProjectorLoop"]
+__all__ = ["DEFAULT_CACHE_SURFACES", "ProjectorConfig", "ProjectorLoop"]
 
 log = logging.getLogger("a2ui_stream.projector")
 
@@ -60,6 +73,9 @@ RESYNC_HEADER = "a2ui-resync"
 # than a rebalance after a member's death (session timeout + join), short enough that a
 # restart does not answer requests from long ago again.
 RESYNC_LOOKBACK_SECONDS = 120.0
+DEFAULT_CACHE_SURFACES = 10_000
+# A log read that rebuilds runs the store cannot give reads a whole partition prefix.
+LOG_READ_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +87,40 @@ class ProjectorConfig:
     topic_prefix: str
     replication: int
     group_id: str
+    partitions: int  # of the log (co-partitioned with admission: partition_for_run)
     fast_groups: bool = False
+    cache_surfaces: int = DEFAULT_CACHE_SURFACES
+
+
+CursorKey = tuple[str, str]  # (subscriberId, surfaceId)
+
+
+@dataclass
+class _Cached:
+    """One run in the cache: its partition, its state, and what each subscriber holds of its
+    surfaces (the cursors go with the run: an evicted run's next frames are full)."""
+
+    partition: int
+    run: RunSurfaces
+    cursors: dict[CursorKey, frames.SubscriberCursor] = field(default_factory=dict)
+
+
+@dataclass
+class _Partition:
+    """An owned log partition that has been taken: the next offset the loop will fold (a
+    rebuild for a resync or a catch-up reads the run's events below it)."""
+
+    position: int
+
+
+@dataclass(frozen=True)
+class _Need:
+    """A run a batch folds that is not in the cache: rebuild it from its events below
+    ``offset`` (its first record in the batch), which has sequence ``sequence``."""
+
+    partition: int
+    offset: int
+    sequence: int
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -79,29 +128,46 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         self.loop = loop
 
     async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        # The lock waits for the batch in flight; then the partition's runs leave memory.
         async with self.loop.lock:
+            self.loop.generation += 1
             for tp in revoked:
-                self.loop.owned.discard(tp.partition)
+                self.loop.forget(tp)
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        # Never restore inside the listener (app.shell.validator_loop: a restore can wait
+        # seconds, and a member that does not rejoin within the rebalance timeout is dropped
+        # from the group while it still believes it owns its partitions). The partitions stay
+        # paused until they are taken.
         async with self.loop.lock:
+            self.loop.generation += 1
             for tp in assigned:
-                await self.loop.restore(tp)
-        for tp in assigned:  # the requests that waited for an owner (outside the lock)
-            self.loop.answer_missed_later(tp.partition)
+                self.loop.take_later(tp)
 
 
 class ProjectorLoop:
-    def __init__(self, config: ProjectorConfig, policy: HostPolicy) -> None:
+    def __init__(
+        self,
+        config: ProjectorConfig,
+        policy: HostPolicy,
+        store: Callable[[], RunStore | None] = lambda: None,
+    ) -> None:
         self.config = config
         self.policy = policy
+        # The read side's store of this worker (app.shell.run_index), when it is open: a
+        # rebuild reads a run's events there first.
+        self.store = store
         self.lock = asyncio.Lock()
-        self.projection = Projection()
-        self.owned: set[int] = set()
-        self.partitions_of_runs: dict[str, int] = {}
-        self.lineages: dict[str, tuple[str, ...]] = {}  # fork -> its ancestors (run.forked)
+        self.partitions: dict[int, _Partition] = {}  # owned and taken: projected by this loop
+        self.taking: dict[TopicPartition, asyncio.Task[None]] = {}
+        # Bumped by every assignment, revocation and take (each moves fetch positions): a
+        # batch gathered across one is dropped and fetched again.
+        self.generation = 0
+        self.runs: OrderedDict[str, _Cached] = OrderedDict()  # least recently used first
+        self.held = 0  # surfaces in ``runs``
+        self.evicted = 0
+        self.rebuilt: Counter[str] = Counter()  # runs rebuilt, by where their events came from
         self.registry: Registry = {}
-        self.cursors: dict[tuple[str, SurfaceKey], frames.SubscriberCursor] = {}
         self.topics_ready: set[str] = set()
         self.sent: Counter[str] = Counter()
         self.fallbacks: Counter[str] = Counter()
@@ -121,17 +187,53 @@ class ProjectorLoop:
         self.resync_consumer: AIOKafkaConsumer | None = None  # the resync tail's
         self.resync_positions: dict[int, int] = {}
 
-    async def start(self) -> None:
-        self.producer = AIOKafkaProducer(
+    @property
+    def owned(self) -> set[int]:
+        """The log partitions this loop projects (owned and taken)."""
+        return set(self.partitions)
+
+    def surfaces(self) -> dict[SurfaceKey, Surface]:
+        """Every surface held (the cache's)."""
+        return {
+            key: surface
+            for cached in self.runs.values()
+            for key, surface in cached.run.projection.surfaces.items()
+        }
+
+    # -- I/O: the only places that make Kafka clients (the shell tests replace them) -----------
+
+    def _new_consumer(self) -> AIOKafkaConsumer:
+        return group_consumer(
+            self.config.bootstrap, self.config.group_id, fast_groups=self.config.fast_groups
+        )
+
+    def _new_producer(self) -> AIOKafkaProducer:
+        return AIOKafkaProducer(
             bootstrap_servers=self.config.bootstrap,
             acks="all",
             linger_ms=5,
             max_request_size=9 * 1024 * 1024,
         )
-        await self.producer.start()
-        self.consumer = group_consumer(
-            self.config.bootstrap, self.config.group_id, fast_groups=self.config.fast_groups
+
+    async def _read_log(
+        self, partition: int, before: int, keep: Callable[[Any], bool]
+    ) -> list[Any]:
+        """The records of log partition ``partition`` below offset ``before`` that ``keep``
+        keeps (read_committed)."""
+        return await read_range(
+            self.config.bootstrap,
+            self.config.log_topic,
+            partition,
+            0,
+            before - 1,
+            timeout=LOG_READ_TIMEOUT,
+            keep=keep,
         )
+
+    async def start(self) -> None:
+        self.producer = self._new_producer()
+        await self.producer.start()
+        self.consumer = self._new_consumer()
         await self.consumer.start()
         self.consumer.subscribe([self.config.log_topic], listener=_Rebalance(self))
 
@@ -140,39 +242,240 @@ class ProjectorLoop:
         # producer closes raised ProducerClosed and crashed the service on SIGTERM (found by
         # `a2ui-stream soak`, docs/reliability.md). Frames are at-least-once: a batch cut short
         # here is projected again from the committed offset.
-        for task in self.tasks:
+        for task in [*self.tasks, *self.taking.values()]:
             task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.gather(*self.tasks, *self.taking.values(), return_exceptions=True)
+        self.taking.clear()
         for client in (self.consumer, self.producer):
             if client is not None:
                 with contextlib.suppress(Exception):
                     await client.stop()
 
-    # -- state ---------------------------------------------------------------------------------
+    # -- ownership: take, forget ---------------------------------------------------------------
 
-    async def restore(self, tp: TopicPartition) -> None:
-        """Rebuild the surfaces of partition ``tp`` from the log up to the committed offset."""
+    def forget(self, tp: TopicPartition) -> None:
+        """Drop partition ``tp``: cancel its take; its runs leave the cache at once. Call with
+        the lock held."""
+        task = self.taking.pop(tp, None)
+        if task is not None:
+            task.cancel()
+        self.partitions.pop(tp.partition, None)
+        for run_id in [r for r, cached in self.runs.items() if cached.partition == tp.partition]:
+            self._uncache(run_id)
+
+    def take_later(self, tp: TopicPartition) -> None:
+        """Pause ``tp`` and take it in the background (``take``). Call with the lock held."""
         assert self.consumer is not None
-        committed = await self.consumer.committed(tp) or 0
-        records = await read_topic(
-            self.config.bootstrap,
-            tp.topic,
-            isolation="read_committed",
-            partitions=[tp.partition],
-            timeout=300,
+        self.forget(tp)
+        self.consumer.pause(tp)
+        self.taking[tp] = asyncio.create_task(self._take_until_done(tp))
+
+    async def _take_until_done(self, tp: TopicPartition) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await self.take(tp)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the broker is away: try again
+                log.error(
+                    "projector: taking partition %d failed (%s); retrying in %.1f s",
+                    tp.partition,
+                    type(exc).__name__,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(10.0, delay * 2)
+
+    async def take(self, tp: TopicPartition) -> None:
+        """Read ``tp``'s committed offset; if ``tp`` is still ours, project it from there (its
+        runs are rebuilt when something needs them, not now) and answer the resync requests
+        that waited for an owner."""
+        assert self.consumer is not None
+        committed = await self.consumer.committed(tp)
+        async with self.lock:
+            if self.taking.get(tp) is not asyncio.current_task():
+                return  # revoked (or taken again) meanwhile
+            del self.taking[tp]
+            if committed is None:
+                await self.consumer.seek_to_beginning(tp)
+            else:
+                self.consumer.seek(tp, committed)
+            self.partitions[tp.partition] = _Partition(committed or 0)
+            self.generation += 1
+            self.consumer.resume(tp)
+        log.info(
+            "projector: partition %d restored up to offset %d (its runs are rebuilt when needed)",
+            tp.partition,
+            committed or 0,
         )
-        state = self.projection
-        for record in records:
-            if record.offset >= committed:
-                break
-            if record.value is None:
-                continue
-            event = orjson.loads(record.value)
-            state, _ = project(state, event)
-            self.partitions_of_runs[event["runId"]] = tp.partition
-        self.projection = state
-        self.owned.add(tp.partition)
-        log.info("projector: partition %d restored up to offset %d", tp.partition, committed)
+        self.answer_missed_later(tp.partition)
+
+    # -- the cache -----------------------------------------------------------------------------
+
+    def _cache(self, partition: int, run: RunSurfaces) -> _Cached:
+        cached = self.runs[run.run_id] = _Cached(partition, run)
+        self.held += run.surface_count
+        return cached
+
+    def _uncache(self, run_id: str) -> None:
+        cached = self.runs.pop(run_id, None)
+        if cached is not None:
+            self.held -= cached.run.surface_count
+
+    def _evict_idle(self) -> None:
+        """The least recently used runs leave until the cache holds at most
+        ``cache_surfaces`` surfaces (one run, however large, stays). After a batch only: a
+        batch in flight finds the runs it looked up still there."""
+        while self.held > self.config.cache_surfaces and len(self.runs) > 1:
+            run_id = next(iter(self.runs))
+            self._uncache(run_id)
+            self.evicted += 1
+
+    # -- rebuilding runs -----------------------------------------------------------------------
+
+    def _stored(
+        self, partition: int, wanted: dict[str, int | None], before: dict[str, int]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The recorded events of the ``wanted`` runs of ``partition`` below their offset in
+        ``before``, for those the run store can give completely: it has read the partition
+        that far (its checkpoint), or it holds events ``0 .. n - 1`` of a run whose next
+        event is ``n`` (``wanted``'s value, when known)."""
+        store = self.store()
+        if store is None:
+            return {}
+        found: dict[str, list[dict[str, Any]]] = {}
+        try:
+            checkpoint = store.checkpoint(partition)
+            for run_id, sequence in wanted.items():
+                limit = before[run_id]
+                events = [e for e in store.events(partition, run_id) if e.offset < limit]
+                covered = checkpoint is not None and checkpoint[0] >= limit
+                if covered or (
+                    sequence is not None and complete_prefix([e.sequence for e in events], sequence)
+                ):
+                    found[run_id] = [orjson.loads(e.data) for e in events]
+        except Exception as exc:  # closed at stop, or damaged: the log still has them
+            log.warning("projector: run store unreadable (%s)", type(exc).__name__)
+            return {}
+        return found
+
+    def _stored_runs(self, partition: int, before: int) -> list[str] | None:
+        """Every run of ``partition`` with events below ``before``, if the store can say."""
+        store = self.store()
+        if store is None:
+            return None
+        try:
+            checkpoint = store.checkpoint(partition)
+            if checkpoint is None or checkpoint[0] < before:
+                return None
+            return [summary.run_id for summary in store.summaries(partition)]
+        except Exception as exc:
+            log.warning("projector: run store unreadable (%s)", type(exc).__name__)
+            return None
+
+    async def _logged(
+        self, partition: int, wanted: Callable[[str], bool], before: dict[str, int] | int
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The recorded events of the runs ``wanted`` keeps, read from the log partition
+        below ``before`` (per run, or one offset for all)."""
+        limit = before if isinstance(before, int) else max(before.values(), default=0)
+        if limit <= 0:
+            return {}
+
+        def keep(record: Any) -> bool:
+            return record.value is not None and wanted(run_of_log_key(record.key))
+
+        found: dict[str, list[dict[str, Any]]] = {}
+        for record in await self._read_log(partition, limit, keep):
+            run_id = run_of_log_key(record.key)
+            if isinstance(before, int) or record.offset < before[run_id]:
+                found.setdefault(run_id, []).append(orjson.loads(record.value))
+        return found
+
+    async def _rebuild_needed(self, needs: dict[str, _Need]) -> dict[str, RunSurfaces]:
+        """The runs a batch folds that are not cached, as they were before the batch: from
+        the store, else from the log (one read per partition)."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for partition in sorted({need.partition for need in needs.values()}):
+            mine = {r: n for r, n in needs.items() if n.partition == partition}
+            before = {r: n.offset for r, n in mine.items()}
+            stored = self._stored(partition, {r: n.sequence for r, n in mine.items()}, before)
+            self.rebuilt["store"] += len(stored)
+            found.update(stored)
+            missing = {r: o for r, o in before.items() if r not in stored}
+            if missing:
+                logged = await self._logged(partition, missing.__contains__, missing)
+                self.rebuilt["log"] += len(missing)
+                found.update({r: logged.get(r, []) for r in missing})
+        return {run_id: rebuild_run(run_id, events) for run_id, events in found.items()}
+
+    async def _with_runs(
+        self,
+        partition: int,
+        wanted: Callable[[str], bool],
+        named: frozenset[str] | None,
+        action: Callable[[dict[str, RunSurfaces]], Any],
+    ) -> None:
+        """Call ``action`` with the lock held and the ``wanted`` runs of owned ``partition``
+        that are not cached, rebuilt as of the partition's position (the cached ones are
+        current in ``self.runs``). ``named``: the runs, when known (else every run the
+        partition holds). A log read runs outside the lock; if the partition moved on
+        meanwhile it is done again, and after three tries with the lock held (rare: a busy
+        partition the store does not hold)."""
+        for attempt in range(4):
+            last = attempt == 3
+            async with self.lock:
+                owned = self.partitions.get(partition)
+                if owned is None:
+                    return
+                position = owned.position
+                stored = self._stored_all(partition, wanted, named, position)
+                if stored is not None:
+                    await action(stored)
+                    return
+                if last:
+                    logged = await self._logged(partition, wanted, position)
+                    await action(self._rebuilt_uncached(logged, "log"))
+                    return
+            logged = await self._logged(partition, wanted, position)
+            async with self.lock:
+                owned = self.partitions.get(partition)
+                if owned is None:
+                    return
+                if owned.position == position:
+                    await action(self._rebuilt_uncached(logged, "log"))
+                    return
+
+    def _stored_all(
+        self,
+        partition: int,
+        wanted: Callable[[str], bool],
+        named: frozenset[str] | None,
+        position: int,
+    ) -> dict[str, RunSurfaces] | None:
+        """``_with_runs``'s store path (synchronous, so consistent with the cache), or None
+        when the store has not read the partition to ``position``."""
+        run_ids = self._stored_runs(partition, position)
+        if run_ids is None:
+            return None
+        if named is not None:
+            run_ids = list(named)
+        uncached: dict[str, int | None] = {
+            r: None for r in run_ids if wanted(r) and r not in self.runs
+        }
+        events = self._stored(partition, uncached, dict.fromkeys(uncached, position))
+        if len(events) != len(uncached):
+            return None
+        return self._rebuilt_uncached(events, "store")
+
+    def _rebuilt_uncached(
+        self, events: dict[str, list[dict[str, Any]]], source: str
+    ) -> dict[str, RunSurfaces]:
+        rebuilt = {r: rebuild_run(r, e) for r, e in events.items() if r not in self.runs}
+        self.rebuilt[source] += len(rebuilt)
+        return rebuilt
 
     # -- loops ---------------------------------------------------------------------------------
 
@@ -191,39 +494,67 @@ class ProjectorLoop:
     async def _project(self, stopping: asyncio.Event) -> None:
         assert self.consumer is not None
         while not stopping.is_set():
+            gathered = self.generation
             batch = await self.consumer.getmany(timeout_ms=200, max_records=2000)
-            if not batch:
-                continue
-            async with self.lock:
-                try:
-                    await self._project_batch(batch)
-                except Exception as exc:
-                    log.error("projector: batch failed (%s); rewinding", type(exc).__name__)
-                    for tp in list(self.consumer.assignment()):
-                        committed = await self.consumer.committed(tp)
-                        if committed is None:
-                            await self.consumer.seek_to_beginning(tp)
-                        else:
-                            self.consumer.seek(tp, committed)
+            if batch:
+                await self._project_once(batch, gathered)
 
-    async def _project_batch(self, batch: dict[TopicPartition, list[Any]]) -> None:
+    async def _project_once(self, batch: dict[TopicPartition, list[Any]], gathered: int) -> None:
+        """One fetched batch: the runs it needs that are not cached are rebuilt (outside the
+        lock: a log read may take seconds), then it is folded, fanned out and committed."""
+        assert self.consumer is not None
+        try:
+            decoded = _decode({tp: r for tp, r in batch.items() if tp.partition in self.partitions})
+            rebuilt = await self._rebuild_needed(self._needs(decoded))
+            async with self.lock:
+                if self.generation != gathered:
+                    # A rebalance or a take ran while this batch was gathered (the listener
+                    # runs beside getmany): positions may have moved under it. Fetch again
+                    # from where each owned partition stands.
+                    for tp in batch:
+                        owned = self.partitions.get(tp.partition)
+                        if owned is not None:
+                            self.consumer.seek(tp, owned.position)
+                    return
+                await self._project_batch(decoded, rebuilt)
+        except Exception as exc:
+            log.error("projector: batch failed (%s); rewinding", type(exc).__name__)
+            async with self.lock:
+                for tp in batch:
+                    if tp.partition in self.partitions:
+                        self.take_later(tp)  # its runs dropped, projected again from its offset
+
+    def _needs(self, decoded: dict[TopicPartition, _Decoded]) -> dict[str, _Need]:
+        """The runs of a batch that are not cached and had events before it (an event with
+        sequence 0 is its run's first: nothing to rebuild)."""
+        needs: dict[str, _Need] = {}
+        seen: set[str] = set()
+        for tp, (items, _next) in decoded.items():
+            for record, event in items:
+                run_id = event["runId"]
+                if run_id in seen or run_id in self.runs:
+                    continue
+                seen.add(run_id)
+                if event["sequence"] > 0:
+                    needs[run_id] = _Need(tp.partition, record.offset, event["sequence"])
+        return needs
+
+    async def _project_batch(
+        self, decoded: dict[TopicPartition, _Decoded], rebuilt: dict[str, RunSurfaces]
+    ) -> None:
+        """Fold, fan out and commit one batch. Call with the lock held."""
         assert self.consumer is not None
         futures: list[asyncio.Future[Any]] = []
         offsets: dict[TopicPartition, int] = {}
-        for tp, records in batch.items():
-            if tp.partition not in self.owned or not records:
-                continue
-            for record in records:
-                if record.value is None:
-                    continue
-                event = orjson.loads(record.value)
-                self.partitions_of_runs[event["runId"]] = tp.partition
-                if event.get("type") == "run.forked":  # a fork frames with its ancestors' secrets
-                    self.lineages[event["runId"]] = lineage_of(event["payload"])
-                self.projection, changes = project(self.projection, event)
+        for tp, (items, next_offset) in decoded.items():
+            for _record, event in items:
+                cached = self._cached_for(tp.partition, event, rebuilt)
+                before = cached.run.surface_count
+                cached.run, changes = fold_run(cached.run, event)
+                self.held += cached.run.surface_count - before
                 for change in changes:
-                    futures.extend(await self._fan_out(change))
-            offsets[tp] = records[-1].offset + 1
+                    futures.extend(await self._fan_out(change, cached))
+            offsets[tp] = next_offset
         # A frame the broker refuses (e.g. over the topic's size limit) must not stall every
         # other subscriber: it is counted and dropped; that subscriber sees a sequence gap on
         # its next frame and asks for a resync (docs/projection.md).
@@ -233,12 +564,30 @@ class ProjectorLoop:
                 log.error("projector: a frame could not be written (%s)", type(result).__name__)
         if offsets:
             await self.consumer.commit(offsets)
+            for tp, offset in offsets.items():
+                self.partitions[tp.partition].position = offset
+        self._evict_idle()
 
-    def _secrets(self, run_id: str) -> Secrets:
+    def _cached_for(
+        self, partition: int, event: dict[str, Any], rebuilt: dict[str, RunSurfaces]
+    ) -> _Cached:
+        run_id = event["runId"]
+        cached = self.runs.get(run_id)
+        if cached is not None:
+            self.runs.move_to_end(run_id)
+            return cached
+        run = rebuilt.pop(run_id, None)
+        if run is None:
+            if event["sequence"] > 0:  # not looked up by _needs: a bug
+                raise LookupError(f"run {run_id!r} was neither cached nor rebuilt")
+            run = empty_run(run_id)
+        return self._cache(partition, run)
+
+    def _secrets(self, run: RunSurfaces) -> Secrets:
         """SR-1 for a run's frames: its secrets and those of the runs it was forked from."""
-        return prepare(self.policy.secrets_for(run_id, self.lineages.get(run_id, ())))
+        return prepare(self.policy.secrets_for(run.run_id, run.lineage))
 
-    async def _fan_out(self, change: Any) -> list[asyncio.Future[Any]]:
+    async def _fan_out(self, change: SurfaceChange, cached: _Cached) -> list[asyncio.Future[Any]]:
         run_id = change.key.run_id
         subs = subscribers_for(self.registry, run_id)
         if not subs:
@@ -246,18 +595,17 @@ class ProjectorLoop:
         pairs = [
             (
                 frames.Subscription(s.subscriber_id, s.delta, s.full_every),
-                self.cursors.get((s.subscriber_id, change.key)),
+                cached.cursors.get((s.subscriber_id, change.key.surface_id)),
             )
             for s in subs
         ]
-        secrets = self._secrets(run_id)
-        planned = frames.plan(change, pairs, secrets=secrets)
+        planned = frames.plan(change, pairs, secrets=self._secrets(cached.run))
         for warning in planned.warnings:
             log.warning(
                 "projection_warning run=%s surface=%s: %s", run_id, change.key.surface_id, warning
             )
         for sid, cursor in planned.cursors.items():
-            self.cursors[(sid, change.key)] = cursor
+            cached.cursors[(sid, change.key.surface_id)] = cursor
         self.fallbacks.update(planned.fallbacks)
         return [await self._send(send, change.key) for send in planned.sends]
 
@@ -296,29 +644,40 @@ class ProjectorLoop:
                 log.warning("projector: ignored a registration: %s", why)
             after = self.registry.get(sid)
             if live and after is not None and after != before:
-                async with self.lock:
-                    await self._catch_up(after)
+                await self._catch_up(after)
 
     async def _catch_up(self, sub: Any) -> None:
         """A subscriber that registers (or changes) while runs it follows already have
         surfaces gets one full frame of each now (RFC 0114: the host can materialize the full
-        surface for any subscriber at any time), not only at the next change."""
-        by_run: dict[str, list[Any]] = {}
-        for key, surface in self.projection.surfaces.items():
-            owned = self.partitions_of_runs.get(key.run_id) in self.owned
-            if owned and sub.follows(key.run_id):
-                by_run.setdefault(key.run_id, []).append(surface)
-        futures = []
+        surface for any subscriber at any time), not only at the next change. Runs that are
+        not cached are rebuilt for it and not kept (a subscriber of every run would otherwise
+        fill the cache with idle runs); their next frame is a full one."""
         target = frames.Subscription(sub.subscriber_id, sub.delta, sub.full_every)
-        for run_id, surfaces in by_run.items():
-            secrets = self._secrets(run_id)
-            for send, cursor in frames.catch_up(surfaces, target, secrets=secrets):
-                key = SurfaceKey(run_id, cursor_surface(send))
-                self.cursors[(sub.subscriber_id, key)] = cursor
-                futures.append(await self._send(send, key))
-        for result in await asyncio.gather(*futures, return_exceptions=True):
-            if isinstance(result, BaseException):
-                self.failed[type(result).__name__] += 1
+        named = frozenset(sub.runs) if sub.runs is not None else None
+        for partition in sorted(self.partitions):
+
+            async def send_all(rebuilt: dict[str, RunSurfaces], partition: int = partition) -> None:
+                futures = []
+                runs: list[tuple[RunSurfaces, _Cached | None]] = [
+                    (cached.run, cached)
+                    for run_id, cached in self.runs.items()
+                    if cached.partition == partition and sub.follows(run_id)
+                ]
+                runs += [(run, None) for run in rebuilt.values()]
+                for run, cached in runs:
+                    surfaces = list(run.projection.surfaces.values())
+                    for send, cursor in frames.catch_up(
+                        surfaces, target, secrets=self._secrets(run)
+                    ):
+                        key = SurfaceKey(run.run_id, cursor_surface(send))
+                        if cached is not None:
+                            cached.cursors[(sub.subscriber_id, key.surface_id)] = cursor
+                        futures.append(await self._send(send, key))
+                for result in await asyncio.gather(*futures, return_exceptions=True):
+                    if isinstance(result, BaseException):
+                        self.failed[type(result).__name__] += 1
+
+            await self._with_runs(partition, sub.follows, named, send_all)
 
     async def _follow_resyncs(self, stopping: asyncio.Event) -> None:
         """Tail the resync topic from RESYNC_LOOKBACK_SECONDS ago: requests that were already
@@ -358,8 +717,7 @@ class ProjectorLoop:
                         source = (tp.partition, record.offset)
                         self._remember(record.timestamp, source, record.value)
                         if record.offset >= ends.get(tp, 0):
-                            async with self.lock:
-                                await self._answer(record.value, source)
+                            await self._answer(record.value, source)
                 for tp in tps:
                     self.resync_positions[tp.partition] = await consumer.position(tp)
                 self.resyncs_read.set()
@@ -386,7 +744,7 @@ class ProjectorLoop:
             log.warning("projector: missed resync requests not re-checked (%s)", type(exc).__name__)
 
     async def _answer_missed(self, partition: int) -> None:
-        """After ``partition`` of the log was restored here: answer the recent resync requests
+        """After ``partition`` of the log was taken here: answer the recent resync requests
         for its runs, which may have been published while no worker owned them. Waits (at
         most a minute) until the resync tail has read up to the topic's end as of now."""
         deadline = asyncio.get_running_loop().time() + 60
@@ -401,12 +759,12 @@ class ProjectorLoop:
             if not await self._next_tail_read(deadline):
                 log.warning("projector: resync tail behind; missed requests not re-checked")
                 return
-        async with self.lock:
-            if partition not in self.owned:
-                return
-            for _ts, p, offset, run_id, value in list(self.recent_resyncs):
-                if run_id is not None and self.partitions_of_runs.get(run_id) == partition:
-                    await self._answer(value, (p, offset))
+        for _ts, p, offset, run_id, value in list(self.recent_resyncs):
+            if run_id is not None and self._partition_of(run_id) == partition:
+                await self._answer(value, (p, offset))
+
+    def _partition_of(self, run_id: str) -> int:
+        return partition_for_run(run_id, self.config.partitions)
 
     async def _next_tail_read(self, deadline: float) -> bool:
         """Wait for the resync tail's next pass (or ``deadline``, in loop time); False once the
@@ -420,7 +778,8 @@ class ProjectorLoop:
 
     async def _answer(self, value: bytes, source: tuple[int, int]) -> None:
         """Issue 5 §4: one full frame for a resync request of a run this worker owns (once per
-        request and worker; ``source`` is the request's partition and offset)."""
+        request and worker; ``source`` is the request's partition and offset). A run that is
+        not cached is rebuilt for it (and kept: its subscriber is active)."""
         if source in self.answered_resyncs:
             return
         try:
@@ -430,29 +789,44 @@ class ProjectorLoop:
                 request["runId"],
                 request["surfaceId"],
             )
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            partition = self._partition_of(run_id)
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             log.warning("projector: ignored a malformed resync request")
             return
-        if self.partitions_of_runs.get(run_id) not in self.owned:
-            return  # another worker owns this run
+        if partition not in self.partitions:
+            return  # another worker owns this run (or it is being taken: answered after)
         key = SurfaceKey(run_id, surface_id)
-        surface = self.projection.surfaces.get(key)
-        sub = self.registry.get(sid)
-        if surface is None or sub is None:
-            return
-        send, cursor = frames.answer_resync(
-            surface,
-            frames.Subscription(sid, sub.delta, sub.full_every),
-            self.cursors.get((sid, key)),
-            secrets=self._secrets(run_id),
-        )
-        self.cursors[(sid, key)] = cursor
-        self.answered_resyncs.add(source)
-        self.resyncs_answered += 1
-        self.drift_resyncs += request.get("reason") == DRIFT
-        self.fallbacks["resync"] += 1
-        header = [(RESYNC_HEADER, f"{source[0]}:{source[1]}".encode())]
-        await asyncio.gather(await self._send(send, key, header))
+
+        async def answer(rebuilt: dict[str, RunSurfaces]) -> None:
+            # Checked again with the lock held: the live tail and a new owner's look back may
+            # both reach one request.
+            if source in self.answered_resyncs:
+                return
+            cached = self.runs.get(run_id)
+            if cached is None:
+                run = rebuilt.get(run_id)
+                if run is None:
+                    return  # the run has no recorded event
+                cached = self._cache(partition, run)
+            surface = cached.run.projection.surfaces.get(key)
+            sub = self.registry.get(sid)
+            if surface is None or sub is None:
+                return
+            send, cursor = frames.answer_resync(
+                surface,
+                frames.Subscription(sid, sub.delta, sub.full_every),
+                cached.cursors.get((sid, surface_id)),
+                secrets=self._secrets(cached.run),
+            )
+            cached.cursors[(sid, surface_id)] = cursor
+            self.answered_resyncs.add(source)
+            self.resyncs_answered += 1
+            self.drift_resyncs += request.get("reason") == DRIFT
+            self.fallbacks["resync"] += 1
+            header = [(RESYNC_HEADER, f"{source[0]}:{source[1]}".encode())]
+            await asyncio.gather(await self._send(send, key, header))
+
+        await self._with_runs(partition, {run_id}.__contains__, frozenset({run_id}), answer)
 
     def render_metrics(self) -> list[str]:
         lines = [
@@ -478,6 +852,19 @@ class ProjectorLoop:
             "# HELP a2ui_drift_resyncs_total Resyncs answered after a failed digest check.",
             "# TYPE a2ui_drift_resyncs_total counter",
             f"a2ui_drift_resyncs_total {self.drift_resyncs}",
+            "# HELP a2ui_projector_runs Runs whose surfaces the projector holds (its cache).",
+            "# TYPE a2ui_projector_runs gauge",
+            f"a2ui_projector_runs {len(self.runs)}",
+            "# HELP a2ui_projector_evictions_total Idle runs evicted from the projector's cache.",
+            "# TYPE a2ui_projector_evictions_total counter",
+            f"a2ui_projector_evictions_total {self.evicted}",
+            "# HELP a2ui_projector_rebuilds_total Runs rebuilt from their recorded events, by "
+            "where they were read.",
+            "# TYPE a2ui_projector_rebuilds_total counter",
+            *(
+                f'a2ui_projector_rebuilds_total{{source="{s}"}} {self.rebuilt[s]}'
+                for s in ("store", "log")
+            ),
             "# HELP a2ui_frames_failed_total Frames the broker would not take, by error.",
             "# TYPE a2ui_frames_failed_total counter",
         ]
@@ -485,6 +872,22 @@ class ProjectorLoop:
             f'a2ui_frames_failed_total{{error="{e}"}} {n}' for e, n in sorted(self.failed.items())
         ]
         return lines
+
+
+_Decoded = tuple[list[tuple[Any, dict[str, Any]]], int]  # (record, event) pairs, next offset
+
+
+def _decode(batch: dict[TopicPartition, list[Any]]) -> dict[TopicPartition, _Decoded]:
+    """Each partition's records with their events decoded (tombstones skipped), and the
+    offset after its last record."""
+    return {
+        tp: (
+            [(r, orjson.loads(r.value)) for r in records if r.value is not None],
+            records[-1].offset + 1,
+        )
+        for tp, records in batch.items()
+        if records
+    }
 
 
 def cursor_surface(send: frames.Send) -> str:

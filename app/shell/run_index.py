@@ -220,6 +220,10 @@ class RunIndex:
         assert self._store is not None, "run index not started"
         return self._store
 
+    def opened_store(self) -> RunStore | None:
+        """The store once started (the projector rebuilds runs from it), else None."""
+        return self._store
+
     async def start(self) -> None:
         """Open the store (``RunStore.open``: rebuilt when damaged; ``StoreLockedError`` when
         another process holds it) and the consumer."""

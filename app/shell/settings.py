@@ -91,6 +91,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "Memory for recently read runs (their events, decoded) in front of the run store; runs being streamed stay in memory while read. 1 to 65536.",
     ),
     (
+        "A2UI_STREAM_PROJECTOR_CACHE_SURFACES",
+        "10000",
+        "Materialized surfaces the projector keeps, of the log partitions it owns: past it, the least recently changed runs are evicted and rebuilt from the run store (or the log) when a new event, a resync or a new subscriber needs them. 1 to 10000000.",
+    ),
+    (
         "A2UI_STREAM_FAST_GROUPS",
         "0",
         "1: short consumer-group timeouts (joins in seconds); for laptops and tests, not production.",
@@ -253,6 +258,7 @@ class Settings:
     gateway_key: str = field(default="", repr=False)
     advertised_url: str = ""
     run_cache_mb: int = 64
+    projector_cache_surfaces: int = 10_000
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -316,6 +322,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         gateway_key=_gateway_key(env),
         advertised_url=_advertised_url(env),
         run_cache_mb=_int(env, "A2UI_STREAM_RUN_CACHE_MB", 1, 65536),
+        projector_cache_surfaces=_int(env, "A2UI_STREAM_PROJECTOR_CACHE_SURFACES", 1, 10_000_000),
     )
     check_exposure(settings)
     return settings

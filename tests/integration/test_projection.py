@@ -366,3 +366,86 @@ async def _frames_naming(bootstrap: str, topic: str, source: bytes, timeout: flo
         return found
     finally:
         await consumer.stop()
+
+
+async def _collect_all(
+    client: SubscriberClient, last: dict[tuple[str, str], int], stop: asyncio.Event, out: dict
+) -> None:
+    """Record every delivered surface until each key of ``last`` reached its sequence."""
+    async for delivered in client.surfaces(stop):
+        held = delivered.surface
+        out[(held.run_id, held.surface_id)] = held
+        out.setdefault("_kinds", []).append(delivered.kind)
+        if all(k in out and out[k].sequence >= s for k, s in last.items()):
+            stop.set()
+
+
+async def test_a_projector_with_room_for_one_surface_sends_the_same_surfaces(
+    broker: Broker, settings: Settings, tmp_path: Path
+) -> None:
+    """Issue 15 item 3 on a real broker: with A2UI_STREAM_PROJECTOR_CACHE_SURFACES=1 three
+    interleaved runs evict each other at every event and are rebuilt from the run store (or
+    the log); a full and a delta subscriber, and a subscriber registered afterwards (its
+    catch-up rebuilds the evicted runs), end with exactly the surfaces the log materializes."""
+    await apply_topics(broker, settings)
+    runs = [f"run-evict-{i}" for i in range(3)]
+    records = []
+    for n in range(6):
+        for run in runs:
+            messages = [create("s")] if n == 0 else []
+            texts = [f"{run} {n}", *(["extra"] if n % 2 else [])]
+            records.append(envelope(run, n, [*messages, _components("s", texts)], "s"))
+    worker = WorkerProcess(
+        broker, settings, "w1", tmp_path, {"A2UI_STREAM_PROJECTOR_CACHE_SURFACES": "1"}
+    )
+    worker.start()
+    subs = [
+        SubscriberClient(
+            broker.bootstrap,
+            f"{kind}-evict-{settings.app_id}",
+            runs=runs,
+            delta=kind == "delta",
+            full_every=1000,
+            settings=settings,
+        )
+        for kind in ("full", "delta")
+    ]
+    last = {(run, "s"): 5 for run in runs}
+    try:
+        for sub in subs:
+            await sub.register()
+        await asyncio.sleep(0)
+        await publish(
+            broker.bootstrap,
+            next(s.name for s in desired_for(settings) if s.id == "admission"),
+            [Published(r["runId"], r["runId"].encode(), orjson.dumps(r), None) for r in records],
+        )
+        observed = await wait_for_outcomes(
+            broker, settings, len(records), timeout=120, workers=[worker]
+        )
+        got: list[dict] = [{}, {}]
+        stops = [asyncio.Event(), asyncio.Event()]
+        await asyncio.wait_for(
+            asyncio.gather(
+                *(_collect_all(s, last, e, g) for s, e, g in zip(subs, stops, got, strict=True))
+            ),
+            timeout=120,
+        )
+        late = SubscriberClient(
+            broker.bootstrap, f"late-evict-{settings.app_id}", runs=runs, settings=settings
+        )
+        await late.register()
+        caught: dict = {}
+        await asyncio.wait_for(_collect_all(late, last, asyncio.Event(), caught), timeout=120)
+        evictions = worker.counter("a2ui_projector_evictions_total")
+        rebuilds = worker.counter("a2ui_projector_rebuilds_total")
+        held = worker.counter("a2ui_projector_surfaces")
+    finally:
+        worker.stop()
+    materialized = replay(observed.events)
+    for run in runs:
+        [surface] = materialized.surfaces_of(run)
+        for view in (*got, caught):
+            assert view[(run, "s")].content == surface.content
+    assert "delta" in got[1]["_kinds"] and set(caught["_kinds"]) == {"full"}
+    assert evictions > 0 and rebuilds > 0 and held == 1
