@@ -135,7 +135,7 @@ def test_the_state_gauges_count_what_each_loop_holds() -> None:
     validator = SimpleNamespace(
         partitions={3: SimpleNamespace(runs={"a": 1, "b": 2}), 1: SimpleNamespace(runs={})}
     )
-    projector = SimpleNamespace(projection=SimpleNamespace(surfaces={"x": 1, "y": 2, "z": 3}))
+    projector = SimpleNamespace(held=3)  # surfaces in its cache
     lines = _state_metrics(validator, projector, frozenset({"validator", "projector"}))  # type: ignore[arg-type]
     metrics = bench.parse_metrics("\n".join(lines))
     assert bench._by_partition(metrics, "a2ui_validator_run_states") == {1: 0.0, 3: 2.0}
