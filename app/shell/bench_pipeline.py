@@ -859,13 +859,22 @@ def run(args: argparse.Namespace) -> int:
     )
 
     async def main() -> dict[str, Any]:
+        # SIGTERM cancels the bench, so its finally blocks stop the processes it started
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         broker = start_broker(log=_say)
         try:
             return await measure(opts, broker)
         finally:
             broker.stop()
 
-    return emit(asyncio.run(main()), args.json, table)
+    try:
+        result = asyncio.run(main())
+    except asyncio.CancelledError:
+        _say("stopped (SIGTERM); the processes it started are stopped")
+        return 143
+    return emit(result, args.json, table)
 
 
 EPILOG = """\
