@@ -6,10 +6,11 @@ once and performs what it returns: per owned partition, the records to write (to
 partition, key, value, headers), the admission offset to commit with them (in that
 partition's own transaction, docs/pipeline.md "Exactly once"), and the run states to keep once
 that commit succeeded; or, for a batch gathered across a rebalance, the positions to fetch it
-again from. With a changelog topic (``Topics.changelog``) a plan also writes, in the same
-transaction, the latest state of every run it changed, and once its appends are acknowledged
-the partition's ``checkpoint`` (app.core.run_snapshot: it names where they ended), from
-which ``app.core.validator_restore`` rebuilds a partition; ``plan_unrecordable`` is the
+again from. With a changelog topic (``Topics.changelog``) the shell flushes, with a plan and in
+its transaction (at most once a commit interval, as Kafka Streams' changelog), the latest state
+of every run changed since the last flush (``changelog_sends``) and, once its appends are
+acknowledged, the partition's ``checkpoint`` (app.core.run_snapshot: it names where they
+ended), from which ``app.core.validator_restore`` rebuilds a partition; ``plan_unrecordable`` is the
 last-resort outcome of a record whose outcome the broker refuses to take.
 
 The rules it applies (each found by a fault scenario, docs/reliability.md):
@@ -132,8 +133,9 @@ class PartitionPlan:
     seen: frozenset[int]
     counts: tuple[tuple[str, str | None], ...]
     drifts: tuple[tuple[str, int, int], ...] = ()  # (runId, sequence, from): schema drift
-    # Write the partition's changelog checkpoint (``checkpoint``) once ``sends`` are
-    # acknowledged: it names where they ended, which only the broker's answer says.
+    # The plan moved the partition (runs changed, the offset advanced): a changelog flush with
+    # it writes ``changelog_sends`` of the runs changed since the last flush beside ``sends``,
+    # and the ``checkpoint`` once they are acknowledged (it names where they ended).
     checkpointed: bool = False
 
 
@@ -229,8 +231,6 @@ def _plan_partition(
         )
         _route(out, record, partition, topics, staged)
     checkpointed = bool(topics.changelog) and bool(runs or nxt > state.next_offset)
-    if checkpointed:
-        staged.sends += changelog_sends(topics.changelog, partition, runs)
     return PartitionPlan(
         partition,
         tuple(staged.sends),

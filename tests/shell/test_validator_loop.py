@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -47,6 +47,7 @@ def _config(worker: str, transactions: str = "on") -> ValidatorConfig:
         transactions=transactions,
         resumes_topic=RESUMES,
         changelog_topic=STATE,
+        changelog_interval=0.0,  # a flush with every commit (one test sets it long)
     )
 
 
@@ -431,6 +432,43 @@ async def test_a_new_owner_restores_from_the_changelog_and_decides_as_before(
     third = await _restart(stage, "w3", transactions)
     assert third["changelog"] == PARTITIONS and third["replay"] == 0
     assert _log_records(stage) > before and third["read-log"] == 0
+    _clean(stage.account())
+
+
+async def _no_flush(*, due: bool = True) -> None:
+    return None
+
+
+async def test_with_a_long_commit_interval_the_restore_folds_the_log_since_the_last_flush(
+    stage: Stage,
+) -> None:
+    """The changelog is flushed once, with the first batch; everything after is in the log
+    only: the next owner folds that tail onto the changelog's runs and decides as before."""
+    records = _corpus(14)
+    async with stage.member(replace(_config("w1"), changelog_interval=3600.0)) as w1:
+        await w1.member.assign(_tps())
+        for first in range(0, 150, 30):
+            stage.publish(records[first : first + 30])
+            await until(stage.decided, "decided by w1")
+        w1._flush_idle = _no_flush  # type: ignore[method-assign]  # it crashes: no last flush
+    second = await _restart(stage, "w2", chunks=[records[150:]])
+    assert second["changelog"] == PARTITIONS and second["replay"] == 0
+    assert second["read-log"] > 0  # the tail since the first flush
+    _clean(stage.account())
+
+
+async def test_a_flush_spread_over_batches_restores_the_same(stage: Stage) -> None:
+    """One run state per batch (a flush spread over many batches, the checkpoint only once
+    every changed run is written): the next owner restores from the changelog and decides as
+    before."""
+    records = _corpus(15)
+    async with stage.member(replace(_config("w1"), changelog_flush_runs=1)) as w1:
+        await w1.member.assign(_tps())
+        for first in range(0, 150, 10):
+            stage.publish(records[first : first + 10])
+            await until(stage.decided, "decided by w1")
+    second = await _restart(stage, "w2", chunks=[records[150:]])
+    assert second["changelog"] == PARTITIONS and second["replay"] == 0
     _clean(stage.account())
 
 
