@@ -369,6 +369,7 @@ def _run_delete(args: argparse.Namespace) -> int:
             print("not deleted", file=sys.stderr)
             return 1
     asyncio.run(_tombstone(bootstrap, topic, partition, keys))
+    asyncio.run(_forget_state(bootstrap, _topics(settings)["runstate"], partition, args.run))
     print(
         f"run {args.run}: wrote {len(keys)} tombstones to {topic} partition {partition} "
         f"({keys[0].decode()} .. {keys[-1].decode()}); Apache Kafka's log cleaner removes "
@@ -382,6 +383,17 @@ async def _tombstone(bootstrap: str, topic: str, partition: int, keys: list[byte
     async with started(AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")) as producer:
         futures = [await producer.send(topic, None, key=key, partition=partition) for key in keys]
         await asyncio.gather(*futures)
+
+
+async def _forget_state(bootstrap: str, topic: str, partition: int, run: str) -> None:
+    """The run's tombstone on the validator's run-state changelog too, so that a worker
+    restoring from it drops the run even when its checkpoint is past the log's tombstones
+    (docs/pipeline.md "Run state"). A deployment without that topic has nothing to forget."""
+    try:
+        await require_topic(bootstrap, topic)
+    except OperatorError:
+        return
+    await _tombstone(bootstrap, topic, partition, [run.encode()])
 
 
 # -- log --------------------------------------------------------------------------------------

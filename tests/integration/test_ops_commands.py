@@ -322,6 +322,13 @@ async def test_runs_delete_writes_one_tombstone_per_event(
         gone = cli(broker, settings, "log", run)
         assert ok(gone) == "" and "no recorded events" in gone.stderr
         assert ok(cli(broker, settings, "log", "ops-keep")).startswith("0 ")
+        # ... and the validator's run-state changelog forgets the run too (issue 15 item 1)
+        state = await read_topic(
+            broker.bootstrap,
+            _names(settings)["runstate"],
+            partitions=[partition_for_run(run, settings.partitions)],
+        )
+        assert [r.value for r in state if r.key == run.encode()][-1] is None
         again = ok(cli(broker, settings, "runs", "delete", run, "--yes"))
         assert "nothing to delete" in again
 
