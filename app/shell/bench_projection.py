@@ -674,7 +674,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-produce",
         action="store_true",
-        help="fan-out: plan + encode only, no broker (the figure before issue 16)",
+        help="fan-out: plan + encode only, no broker (the figure of earlier versions)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
