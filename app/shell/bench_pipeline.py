@@ -905,10 +905,10 @@ def register(bench_subparsers: Any) -> None:
         "pipeline",
         help="end-to-end envelopes/s through workers vs transactional and raw ceilings",
         description=(
-            "Envelopes per second end to end through real worker processes, each pass beside "
-            "a transactional pass-through and a raw produce+consume measured in the same "
-            "round on the same broker and topic layout (the harness picks the broker: "
-            "KAFKA_BOOTSTRAP, else one it starts). Printed, never asserted."
+            "Envelopes per second end to end through real worker processes, each pass beside\n"
+            "a transactional pass-through and a raw produce+consume measured in the same round\n"
+            "on the same broker and topic layout (the harness picks the broker: KAFKA_BOOTSTRAP,\n"
+            "else one it starts). Printed, never asserted."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
