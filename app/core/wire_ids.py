@@ -19,6 +19,7 @@ import unicodedata
 __all__ = [
     "MAX_RUN_ID_CHARS",
     "is_usable_run_id",
+    "no_endpoint_message",
     "project_run_id",
     "split_run_path",
     "unproject_run_id",
@@ -113,3 +114,27 @@ def split_run_path(raw_path: str, prefix: str) -> tuple[str, str] | None:
     if run_id is None:
         return None
     return run_id, tail[end:]
+
+
+_ENDPOINTS = ("", "/events", "/events/poll", ":fork", "/envelopes", "/cancel", "/actions")
+
+
+def no_endpoint_message(prefix: str, run_id: str, rest: str) -> str:
+    """What a 404 for a path under a run says. A tenant runId's slash left unescaped
+    (``/runs/acme/r-9/events``) reads as the run ``acme`` with an unknown endpoint; when
+    joining the first segment back gives a served endpoint, say how to write the path."""
+    message = f"no endpoint {prefix}{{runId}}{rest}"
+    segment, slash, remainder = rest[1:].partition("/")
+    if not rest.startswith("/") or not segment:
+        return message
+    endpoint = slash + remainder
+    if not slash and segment.endswith(":fork"):
+        segment, endpoint = segment[: -len(":fork")], ":fork"
+    joined = f"{run_id}/{segment}"
+    served = endpoint in _ENDPOINTS or endpoint.startswith("/interrupts/")
+    if not served or not is_usable_run_id(joined):
+        return message
+    return (
+        f"{message}; if the runId is {joined!r}, its slash is part of one path segment: "
+        f"{prefix}{project_run_id(joined)}{endpoint}"
+    )

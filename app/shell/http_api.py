@@ -77,7 +77,12 @@ from app.core.stream_modes import (
     parse_stream_mode,
 )
 from app.core.surfaces import V1_SURFACE_ID, SurfaceKey, replay
-from app.core.wire_ids import project_run_id, split_run_path, unproject_run_id
+from app.core.wire_ids import (
+    no_endpoint_message,
+    project_run_id,
+    split_run_path,
+    unproject_run_id,
+)
 from app.shell.http_forward import Forwarder
 from app.shell.http_gateway import AdmissionGateway, Published
 from app.shell.http_streams import RunStreams
@@ -376,7 +381,7 @@ class HttpApi:
             node = unproject_run_id(rest[len("/interrupts/") :])
             if node is not None:
                 return await self._resolve(request, run_id, node)
-        return _error(error("not_found", f"no endpoint {prefix}{{runId}}{rest}"))
+        return _error(error("not_found", no_endpoint_message(prefix, run_id, rest)))
 
     async def _status(self, request: web.Request, run_id: str, *, v1: bool) -> web.StreamResponse:
         wrong = self._method(request, "GET")

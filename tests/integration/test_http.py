@@ -693,6 +693,13 @@ def test_unadvertised_operations_answer_404_not_found(floor2: list[Http], path: 
         )
 
 
+def test_an_unescaped_tenant_slash_is_told_how_to_write_the_path(floor2: list[Http]) -> None:
+    """Issue 19: ``/runs/acme/r-9/events`` answered "no endpoint" with no hint about ``~2F``."""
+    reply = floor2[0].get("/runs/acme/r-9/events")
+    assert (reply.status, reply.body["error"]) == (404, "not_found"), reply.raw[:300]
+    assert reply.body["message"].endswith("/runs/acme~2Fr-9/events"), reply.body
+
+
 def test_health_and_metrics_still_answer(floor2: list[Http]) -> None:
     anonymous = Http(floor2[0].base, token=None)
     assert anonymous.get("/health").status == 200
