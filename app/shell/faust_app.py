@@ -258,6 +258,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         specs["admission"].partitions,
         index,
         command_key=policy.command_key,
+        validator_group=f"{settings.app_id}-validator",
     )
     streams = RunStreams(index, DeltaMemo(rules), settings.sse_keepalive_seconds)
     HttpApi(

@@ -16,17 +16,27 @@ API authenticated the caller and checked the action, can say what a person did.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from app.core.command_seal import HEADER, seal
 from app.core.keys import partition_for_run
 from app.shell.run_index import Outcome, RunIndex
 
 __all__ = ["AdmissionGateway", "Published"]
+
+log = logging.getLogger(__name__)
+
+# How often a wait with no outcome yet asks whether the validator has committed past the record
+# (one OffsetFetch): a record decided without an output, an E2 deduplication, is then answered
+# at once instead of after the whole wait.
+DECIDED_PROBE_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -44,13 +54,16 @@ class AdmissionGateway:
         partitions: int,
         index: RunIndex,
         command_key: bytes | None = None,
+        validator_group: str | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.admission_topic = admission_topic
         self.partitions = partitions
         self.index = index
         self._command_key = command_key
+        self._validator_group = validator_group
         self._producer: AIOKafkaProducer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(
@@ -59,11 +72,17 @@ class AdmissionGateway:
             max_request_size=5 * 1024 * 1024,
         )
         await self._producer.start()
+        if self._validator_group is not None:
+            self._admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+            await self._admin.start()
 
     async def stop(self) -> None:
         if self._producer is not None:
             with contextlib.suppress(Exception):
                 await self._producer.stop()
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                await self._admin.close()
 
     async def admit(
         self,
@@ -89,5 +108,41 @@ class AdmissionGateway:
             partition=partition,
             headers=list(headers) if headers else None,
         )
-        outcome = await self.index.outcome_of(metadata.partition, metadata.offset, wait_seconds)
+        outcome = await self._outcome(metadata.partition, metadata.offset, wait_seconds)
         return Published(metadata.partition, metadata.offset, outcome)
+
+    async def _outcome(self, partition: int, offset: int, wait_seconds: float) -> Outcome | None:
+        """The outcome of the record at ``partition:offset``, waiting at most ``wait_seconds``.
+        Between waits: once the validator's committed offset is past the record, what it wrote
+        for it is on the log or the dead letters already (in the same transaction, or before
+        the commit without transactions), so the read side reads both to their end and
+        answers; nothing there means a decision that writes nothing (E2: a duplicate)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_seconds
+        while True:
+            remaining = deadline - loop.time()
+            step = min(DECIDED_PROBE_SECONDS, max(0.0, remaining))
+            outcome = await self.index.outcome_of(partition, offset, step)
+            if outcome is not None or remaining <= step:
+                return outcome
+            if await self._decided(partition, offset):
+                left = max(0.0, deadline - loop.time())
+                await self.index.read_to_end([partition], left, dead_letters=True)
+                return await self.index.outcome_of(partition, offset, 0)
+
+    async def _decided(self, partition: int, offset: int) -> bool:
+        """Whether the validator group's committed offset on the admission partition is past
+        ``offset`` (False when that cannot be asked: keep waiting for the outcome)."""
+        if self._admin is None or self._validator_group is None:
+            return False
+        tp = TopicPartition(self.admission_topic, partition)
+        try:
+            offsets = await asyncio.wait_for(
+                self._admin.list_consumer_group_offsets(self._validator_group, partitions=[tp]),
+                2,
+            )
+        except Exception as exc:  # the broker is away or busy: the wait goes on
+            log.debug("gateway: committed offset unavailable (%s)", type(exc).__name__)
+            return False
+        committed = offsets.get(tp)
+        return committed is not None and committed.offset > offset

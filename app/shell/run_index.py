@@ -515,11 +515,15 @@ class RunIndex:
             raise PartitionUnsure(f"partition {partition} was not read to its end in time")
         return None
 
-    async def read_to_end(self, partitions: Iterable[int], timeout: float) -> bool:
-        """Wait until these owned partitions of the log have been read up to their last stable
-        offset as of now. False when that did not happen within ``timeout``."""
+    async def read_to_end(
+        self, partitions: Iterable[int], timeout: float, *, dead_letters: bool = False
+    ) -> bool:
+        """Wait until these owned partitions of the log (and of the dead letters too, with
+        ``dead_letters``) have been read up to their last stable offset as of now. False when
+        that did not happen within ``timeout``."""
         consumer = self._consumer
-        tps = [TopicPartition(self.log_topic, p) for p in partitions if p in self.owned]
+        topics = (self.log_topic, self.deadletter_topic) if dead_letters else (self.log_topic,)
+        tps = [TopicPartition(t, p) for t in topics for p in partitions if p in self.owned]
         if consumer is None or not tps:
             return False
         loop = asyncio.get_running_loop()
