@@ -73,8 +73,15 @@ class AdmissionGateway:
         )
         await self._producer.start()
         if self._validator_group is not None:
-            self._admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
-            await self._admin.start()
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+            try:
+                await admin.start()
+            except Exception as exc:  # only the duplicate's early answer needs it: wait instead
+                log.warning("gateway: no admin client (%s)", type(exc).__name__)
+                with contextlib.suppress(Exception):
+                    await admin.close()
+            else:
+                self._admin = admin
 
     async def stop(self) -> None:
         if self._producer is not None:
