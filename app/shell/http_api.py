@@ -14,6 +14,8 @@ Routes (openwop-a2ui.md §9, §10, §12, §13):
   GET  /runs/{runId}, /v1/runs/{runId}              run status
   POST /runs/{runId}:fork, /v1/runs/{runId}:fork    fork {mode, fromSeq?, runOptionsOverlay?}
   POST /runs/{runId}/envelopes                      admit one AI envelope
+  GET  /runs                                        the run listing (RFC 0182; ?limit, ?cursor,
+                                                    ?workflowId, ?status), gathered from every owner
   POST /runs {workflowId}                           create a run (host command run.create)
   POST /runs/{runId}/cancel                         cancel a run
   POST /runs/{runId}/interrupts/{nodeId}            resolve an interrupt {resumeValue} (§7, §9)
@@ -71,6 +73,7 @@ from app.core.keys import partition_for_run
 from app.core.ownership import FORWARDED_HEADER, Forward, Local, route
 from app.core.refusal import Violation
 from app.core.run_lifecycle import lineage_of
+from app.core.run_list import ListQuery, Row, merge, parse_list_query, rows_after
 from app.core.stream_modes import (
     parse_last_event_id,
     parse_poll_query,
@@ -200,7 +203,7 @@ class HttpApi:
             return _View
 
         app.page("/.well-known/openwop")(view(api.discover))
-        app.page("/runs")(view(api.create_run))
+        app.page("/runs")(view(api.runs_root))
         app.page("/runs/{tail:.+}")(view(api.runs_v2))
         app.page("/v1/runs/{tail:.+}")(view(api.runs_v1))
         app.page("/v1/host/sample/a2ui/emit-surface")(view(api.v1_seam))
@@ -646,6 +649,95 @@ class HttpApi:
             return _error(error("internal_error", "the recorded command is not readable yet"))
         return result, run
 
+    async def runs_root(self, request: web.Request) -> web.StreamResponse:
+        """``/runs``: GET lists the runs (RFC 0182), POST creates one."""
+        if request.method in ("GET", "HEAD"):
+            return await self.list_runs(request)
+        return await self.create_run(request)
+
+    # -- GET /runs: the listing, gathered from every partition's owner ------------------------
+
+    async def list_runs(self, request: web.Request) -> web.StreamResponse:
+        """One page of the deployment's runs (app.core.run_list: newest first, keyset cursor),
+        behind the same bearer rule as every run read (every token reads every run until
+        tenant scoping, issue 18). Each owner lists the partitions it owns and has read; this
+        worker asks every other owner once, with the caller's Authorization (a forwarded
+        listing answers its own rows only), and answers only when the answers cover every
+        partition: while one has no ready owner or its owner does not answer (a rebalance),
+        503 with Retry-After after A2UI_STREAM_HTTP_WAIT_SECONDS, never a partial page."""
+        denied = self._unauthenticated(request)
+        if denied is not None:
+            return denied
+        q = request.query
+        query = parse_list_query(
+            q.get("limit"), q.get("cursor"), q.get("workflowId"), q.get("status")
+        )
+        if isinstance(query, HttpError):
+            return _error(query)
+        if FORWARDED_HEADER in request.headers:
+            served = self.ownership.owned & self.index.ready_partitions
+            rows, more = self._local_page(query, served)
+            return _json(200, _owner_page(rows, more, served))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_seconds
+        while True:
+            gathered = await self._gather_pages(request, query)
+            if gathered is not None:
+                return _json(200, merge(gathered, query))
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return self._unavailable(
+                    "the run listing could not read every partition (a partition has no ready "
+                    "owner, or its owner did not answer)"
+                )
+            await self.ownership.changed(min(remaining, 0.05))
+
+    async def _gather_pages(
+        self, request: web.Request, query: ListQuery
+    ) -> list[tuple[list[Row], bool]] | None:
+        """This worker's page and every other owner's, or None when together they do not
+        cover every partition of the log."""
+        served = self.ownership.owned & self.index.ready_partitions
+        pages = [self._local_page(query, served)]
+        covered = set(served)
+        headers = self.forwarder.headers_of(request)
+        origins = sorted(set(self.ownership.owner_urls().values()))
+        answers = await asyncio.gather(
+            *(self.forwarder.get_json(o, request.rel_url.raw_path_qs, headers) for o in origins)
+        )
+        for answer in answers:
+            page = _read_owner_page(answer)
+            if page is not None:
+                pages.append((page[0], page[1]))
+                covered |= page[2]
+        if not self.index.partitions or not covered >= set(range(self.index.partitions)):
+            return None
+        return pages
+
+    def _local_page(self, query: ListQuery, served: set[int]) -> tuple[list[Row], bool]:
+        """The first ``query.limit`` rows of the partitions in ``served`` after the cursor,
+        and whether more follow. Filters on the stored summary's status first (no run is
+        loaded for it), then on the snapshot (workflowId is in the run's first events)."""
+        keys = {
+            (s.updated_ms, s.run_id)
+            for s in self.index.summaries()
+            if s.partition in served and (query.status is None or s.status == query.status)
+        }
+        rows: list[Row] = []
+        for updated, run_id in rows_after(keys, query):
+            run = self.index.get(run_id)
+            if run is None:
+                continue
+            doc = self._run_doc(run, major=2)
+            if query.workflow_id is not None and doc["workflowId"] != query.workflow_id:
+                continue
+            if query.status is not None and doc["status"] != query.status:
+                continue
+            if len(rows) == query.limit:
+                return rows, True
+            rows.append(Row(updated, run_id, doc))
+        return rows, False
+
     async def create_run(self, request: web.Request) -> web.StreamResponse:
         wrong = self._method(request, "POST")
         if wrong is not None:
@@ -777,3 +869,32 @@ class HttpApi:
             201,
             {"runId": run_id, "sequence": event["sequence"], "eventId": event["eventId"]},
         )
+
+
+def _owner_page(rows: list[Row], more: bool, served: set[int]) -> dict[str, Any]:
+    """A forwarded listing's answer: this owner's rows with their order keys, whether it has
+    more, and the partitions it listed (the gathering worker checks that all are covered)."""
+    return {
+        "rows": [[r.updated_ms, r.run_id, r.snapshot] for r in rows],
+        "more": more,
+        "partitions": sorted(served),
+    }
+
+
+def _read_owner_page(answer: Any) -> tuple[list[Row], bool, set[int]] | None:
+    """Another owner's ``_owner_page``, or None when it did not answer one."""
+    if not isinstance(answer, dict):
+        return None
+    rows, more, partitions = answer.get("rows"), answer.get("more"), answer.get("partitions")
+    if not isinstance(rows, list) or not isinstance(more, bool) or not isinstance(partitions, list):
+        return None
+    read: list[Row] = []
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 3 and type(row[0]) is int):
+            return None
+        if not isinstance(row[1], str) or not isinstance(row[2], dict):
+            return None
+        read.append(Row(row[0], row[1], row[2]))
+    if not all(type(p) is int for p in partitions):
+        return None
+    return read, more, set(partitions)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 from openwop_client import OpenwopClient
+from openwop_client.errors import WopError
 from openwop_client.types import CreateRunRequest, ResolveInterruptRequest
 
 from app.core.examples import rfc0209_positive_payload
@@ -239,6 +240,36 @@ def test_openwop_client_runs_get_reads_the_snapshot(host: Host) -> None:
     assert {"runId", "workflowId", "status"} <= set(v1) and v1["status"] == "completed"
     other = client.runs_create(CreateRunRequest(workflowId="conformance-approval"))
     assert client.runs_cancel(other.runId).status == "cancelled"
+
+
+def test_openwop_client_runs_list_pages_and_filters(host: Host) -> None:
+    """openwop-client 2.7.0 ``runs_list`` (RFC 0182; before: 405, GET /runs was not served):
+    pages of full snapshots newest first, walked with next_cursor, every run once; the
+    workflowId and status filters; a cursor the host did not mint is 400 validation_error."""
+    client = OpenwopClient(host.http.base, TOKEN)
+    workflow = f"list-{uuid.uuid4().hex[:8]}"
+    made = [client.runs_create(CreateRunRequest(workflowId=workflow)).runId for _ in range(3)]
+    assert client.runs_cancel(made[0]).status == "cancelled"  # its last event is the newest
+    first = client.runs_list(limit=2, workflow_id=workflow)
+    assert first is not None and len(first.runs) == 2 and first.next_cursor
+    assert first.runs[0].runId == made[0] and first.runs[0].status == "cancelled"
+    rest = client.runs_list(limit=2, workflow_id=workflow, cursor=first.next_cursor)
+    assert rest is not None and rest.next_cursor is None and len(rest.runs) == 1
+    listed = [r.runId for r in first.runs + rest.runs]
+    assert sorted(listed) == sorted(made) and len(set(listed)) == 3
+    for snap in first.runs + rest.runs:
+        assert snap.workflowId == workflow and snap.eventLogSchemaVersion == 3
+        assert snap.owner.tenant == snap.runId.split("/")[0]
+    cancelled = client.runs_list(workflow_id=workflow, status="cancelled")
+    assert cancelled is not None and [r.runId for r in cancelled.runs] == [made[0]]
+    everything = client.runs_list(limit=200)
+    assert everything is not None and set(made) <= {r.runId for r in everything.runs}
+    with pytest.raises(WopError) as refused:
+        client.runs_list(cursor="not-minted-here")
+    assert refused.value.status == 400
+    assert refused.value.envelope is not None
+    assert refused.value.envelope.error == "validation_error"
+    assert Http(host.http.base, token=None).get("/runs").status == 401
 
 
 def test_a_concurrent_second_resolve_gets_409(host: Host) -> None:

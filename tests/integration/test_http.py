@@ -775,6 +775,34 @@ def test_reads_and_writes_for_another_workers_run_are_forwarded(
     assert entry.post(runs_path(run, "/cancel"), {}).body["status"] == "cancelled"
 
 
+def test_the_run_listing_gathers_every_owners_partitions(
+    floor2: list[Http], broker: Broker
+) -> None:
+    """GET /runs (RFC 0182) through either worker lists the runs of every partition, the
+    other worker's included (before: 405); a forwarded listing answers its own rows only."""
+    entry, owner, _ = _split(floor2, broker)
+    workflow = f"gather-{uuid.uuid4().hex[:8]}"
+    made = []
+    for http in (entry, owner):  # POST /runs places a run on a partition its worker owns
+        created = http.post("/runs", {"workflowId": workflow})
+        assert created.status == 201, created.body
+        made.append(created.body["runId"])
+    for http in floor2:
+        listed = http.get(f"/runs?workflowId={workflow}")
+        assert listed.status == 200, listed.raw
+        assert sorted(r["runId"] for r in listed.body["runs"]) == sorted(made)
+        assert "nextCursor" not in listed.body
+    own = {
+        http.base: http.get(
+            f"/runs?workflowId={workflow}", headers={"A2UI-Stream-Forwarded": "t"}
+        ).body
+        for http in floor2
+    }
+    rows = {http: [row[1] for row in page["rows"]] for http, page in own.items()}
+    assert made[1] in rows[owner.base] and made[1] not in rows[entry.base], own
+    assert sorted(rows[entry.base] + rows[owner.base]) == sorted(made), own
+
+
 def test_a_request_is_never_forwarded_twice(floor2: list[Http], broker: Broker) -> None:
     """A request another worker forwarded (its header says so) for a run this worker does not
     own is answered 503, never sent on: two stale maps cannot bounce it between workers."""
