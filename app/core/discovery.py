@@ -30,6 +30,7 @@ __all__ = [
     "document_for",
     "requested_major",
     "serves_delta_transport",
+    "serves_envelope_accept",
     "v1_document",
     "v2_document",
 ]
@@ -100,6 +101,21 @@ def serves_delta_transport(config: DiscoveryConfig) -> bool:
     return config.delta_transport and config.floor < 2
 
 
+ENVELOPE_ACCEPT_SEAM = "/v1/host/sample/envelope/accept"
+V1_EMIT_SEAM = "/v1/host/sample/a2ui/emit-surface"
+
+
+def serves_envelope_accept(config: DiscoveryConfig) -> bool:
+    """Whether the v1 envelope accept seam (app.core.envelope_accept) is served and advertised:
+    with the seams, and where the floor admits v1 surfaces (below 2). The suite's v1 A2UI
+    legs send schemaVersion-1 surfaces through it; at floor 2 the production path refuses
+    every one of them, so the seam could only give answers the legs read as failures (the
+    replay leg's first surface is never recorded, so no correlation conflict follows). A 404
+    tells the suite the seam is absent (inapplicable). One predicate for the advert and the
+    route, as ``serves_delta_transport``."""
+    return config.seams and config.floor < 2
+
+
 def _implementation(config: DiscoveryConfig) -> dict[str, str]:
     return {"name": IMPLEMENTATION_NAME, "version": config.version}
 
@@ -121,6 +137,10 @@ def v1_document(config: DiscoveryConfig) -> dict[str, Any]:
     }
     if config.seams:
         doc["fixtures"] = list(config.fixtures)
+        # the v1 seams this host serves (host-sample-test-seams.md; the v1 root is open)
+        doc["seams"] = [V1_EMIT_SEAM] + (
+            [ENVELOPE_ACCEPT_SEAM] if serves_envelope_accept(config) else []
+        )
     return doc
 
 

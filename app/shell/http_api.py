@@ -21,6 +21,7 @@ Routes (openwop-a2ui.md §9, §10, §12, §13):
   POST /runs/{runId}/interrupts/{nodeId}            resolve an interrupt {resumeValue} (§7, §9)
   POST /runs/{runId}/actions                        a user's action from a surface (issue 7)
   POST /v1/host/sample/a2ui/emit-surface            v1 seam (A2UI_STREAM_SEAMS=1 only)
+  POST /v1/host/sample/envelope/accept              v1 acceptor seam (A2UI_STREAM_SEAMS=1, floor 1)
   POST /conformance/seams/sample/a2ui/emit-surface  v2 seam (A2UI_STREAM_SEAMS=1 only)
 
 Every run route is answered by the worker that owns the run's partition (issue 15 item 2):
@@ -52,7 +53,13 @@ from aiohttp import web
 
 from app.core.actions import check_action
 from app.core.discovery import HEADERS as DISCOVERY_HEADERS
-from app.core.discovery import DiscoveryConfig, document_for, serves_delta_transport
+from app.core.discovery import (
+    DiscoveryConfig,
+    document_for,
+    serves_delta_transport,
+    serves_envelope_accept,
+)
+from app.core.envelope_accept import SEAM_RUN, Admit, decide_accept, outcome_of
 from app.core.http_admission import (
     AdmissionRequest,
     ForkPoint,
@@ -207,6 +214,7 @@ class HttpApi:
         app.page("/runs/{tail:.+}")(view(api.runs_v2))
         app.page("/v1/runs/{tail:.+}")(view(api.runs_v1))
         app.page("/v1/host/sample/a2ui/emit-surface")(view(api.v1_seam))
+        app.page("/v1/host/sample/envelope/accept")(view(api.v1_accept_seam))
         app.page("/conformance/seams/sample/a2ui/emit-surface")(view(api.v2_seam))
 
     # -- shared checks --------------------------------------------------------------------------
@@ -529,6 +537,48 @@ class HttpApi:
 
     async def v1_seam(self, request: web.Request) -> web.StreamResponse:
         return await self._seam(request, v1=True)
+
+    async def v1_accept_seam(self, request: web.Request) -> web.StreamResponse:
+        """The v1 acceptor seam (app.core.envelope_accept): 200 with an EnvelopeOutcome.
+        ``gated`` and ``blocked`` are decided from the request; every other envelope is
+        admitted through the production path on the seam's run (forwarded to its owner)."""
+        if not serves_envelope_accept(self.discovery):
+            return _error(
+                error(
+                    "not_found",
+                    "the v1 envelope accept seam is served with A2UI_STREAM_SEAMS=1 at floor 1",
+                )
+            )
+        wrong = self._method(request, "POST")
+        if wrong is not None:
+            return wrong
+        denied = self._unauthenticated(request)
+        if denied is not None:
+            return denied
+        raw = await self._raw_body(request)
+        if isinstance(raw, web.Response):
+            return raw
+        body = read_json_body(raw, max_bytes=self.max_record_bytes)
+        if isinstance(body, HttpError):
+            return _error(body)
+        decided = decide_accept(body)
+        if isinstance(decided, HttpError):
+            return _error(decided)
+        if not isinstance(decided, Admit):
+            return _json(200, decided)
+        elsewhere = await self._owner_route(request, SEAM_RUN, raw)
+        if elsewhere is not None:
+            return elsewhere
+        built = envelope_request(
+            SEAM_RUN, orjson.dumps(decided.envelope), max_record_bytes=self.max_record_bytes
+        )
+        if isinstance(built, HttpError):
+            return _json(200, outcome_of(built.status, built.body, decided.envelope))
+        answer = self._answer(await self._admit(built), style="envelope")
+        if answer.status in (503, 504):  # no answer from the path: not an outcome, retry
+            return answer
+        sent = orjson.loads(answer.body) if isinstance(answer.body, bytes) else {}
+        return _json(200, outcome_of(answer.status, sent, decided.envelope))
 
     async def _seam(self, request: web.Request, *, v1: bool) -> web.StreamResponse:
         if not self.seams:  # §13: 404 means "seam not wired" to the suite

@@ -149,7 +149,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "A2UI_STREAM_SEAMS",
         "0",
-        "1: serve the conformance seams (POST /v1/host/sample/a2ui/emit-surface, POST /conformance/seams/sample/a2ui/emit-surface) and fixtures (conformance-approval, conformance-noop, conformance-cancellable) and advertise them. Test hosts only.",
+        "1: serve the conformance seams (POST /v1/host/sample/a2ui/emit-surface, POST /conformance/seams/sample/a2ui/emit-surface, and at floor 1 POST /v1/host/sample/envelope/accept) and fixtures (conformance-approval, conformance-noop, conformance-cancellable) and advertise them. Test hosts only.",
     ),
     (
         "A2UI_STREAM_DELTA_TRANSPORT",

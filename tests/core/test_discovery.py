@@ -62,6 +62,8 @@ def test_v1_document_golden() -> None:
         # floor 2: v1 surfaces are refused, so the delta transport cannot work (RFC 0209)
         "a2uiSurface": {"deltaTransport": False},
         "fixtures": ["conformance-approval"],
+        # floor 2: the v1 envelope accept seam is not served either (app.core.envelope_accept)
+        "seams": ["/v1/host/sample/a2ui/emit-surface"],
     }
 
 

@@ -454,6 +454,70 @@ def test_16c_out_of_catalog_is_refused_by_the_real_validator(floor1: Http) -> No
     assert refused.status >= 400 and refused.body["error"] == "envelope_invalid"
 
 
+ACCEPT = "/v1/host/sample/envelope/accept"
+
+
+def _accept_body(tag: str, **envelope: object) -> dict:
+    """The suite's acceptor request (a2ui-surface-* scenarios): a v1 surface, schemaVersion 1."""
+    doc = {
+        "type": "ui.a2ui-surface",
+        "schemaVersion": 1,
+        "envelopeId": f"env-{tag}",
+        "correlationId": f"run-a2ui:node-1:turn-0:{tag}",
+        "payload": {"catalogVersion": "0.9.1", "surface": {"components": []}},
+        "meta": {"source": "ai-generation", "ts": "2026-06-15T10:00:00Z"},
+    }
+    return {"envelope": {**doc, **envelope}, "hostSupportedEnvelopes": ["ui.a2ui-surface"]}
+
+
+def test_the_v1_envelope_accept_seam_answers_the_suites_v1_a2ui_legs(floor1: Http) -> None:
+    """The v1 acceptor seam as a2ui-surface-replay, -version-refusal, -degrades and
+    a2ui-untrusted-blocks-approval drive it (before: 404, every leg soft-skipped), advertised
+    in v1 discovery's seams."""
+    assert ACCEPT in floor1.get("/.well-known/openwop").body["seams"]
+    tag = uuid.uuid4().hex[:8]
+    # a2ui-surface-replay: the same correlationId with another type conflicts
+    both = ["ui.a2ui-surface", "clarification.request"]
+    first = floor1.post(ACCEPT, {**_accept_body(f"rep{tag}"), "hostSupportedEnvelopes": both})
+    assert (first.status, first.body["status"]) == (200, "accepted"), first.body
+    clarify = _accept_body(
+        f"rep{tag}",
+        type="clarification.request",
+        payload={"questions": [{"id": "q", "question": "x"}]},
+    )
+    conflict = floor1.post(ACCEPT, {**clarify, "hostSupportedEnvelopes": both})
+    assert conflict.status == 200 and "envelope_correlation_conflict" in conflict.body["reason"]
+    # a2ui-surface-version-refusal: an unadvertised catalogVersion is refused
+    payload = {"catalogVersion": "9.9.9", "surface": {"components": []}}
+    version = floor1.post(ACCEPT, _accept_body(f"ver{tag}", payload=payload))
+    assert version.status == 200 and version.body["status"] in ("invalid", "refused"), version.body
+    # a2ui-surface-degrades: a kind the consumer does not advertise is gated, with 200
+    gated = {**_accept_body(f"deg{tag}"), "hostSupportedEnvelopes": ["clarification.request"]}
+    degraded = floor1.post(ACCEPT, gated)
+    assert (degraded.status, degraded.body["status"]) == (200, "gated"), degraded.body
+    # a2ui-untrusted-blocks-approval: an untrusted surface bound to an approval is blocked
+    button = {"component": "action.button", "id": "approve", "label": "Approve"}
+    untrusted = _accept_body(
+        f"unt{tag}",
+        payload={
+            "catalogVersion": "0.9.1",
+            "surface": {"components": [{**button, "action": {"target": "resume"}}]},
+        },
+        meta={"source": "ai-generation", "ts": "2026-06-15T10:00:00Z", "contentTrust": "untrusted"},
+    )
+    blocked = floor1.post(ACCEPT, {**untrusted, "boundInterruptKind": "approval"})
+    assert blocked.status == 200 and blocked.body["status"] == "blocked", blocked.body
+    assert "untrusted" in blocked.body["reason"]
+
+
+def test_the_v1_envelope_accept_seam_is_absent_at_floor_2(floor2: list[Http]) -> None:
+    """At floor 2 the production path refuses every v1 surface, so the seam is not served
+    (404: the suite's legs are inapplicable) and not advertised."""
+    assert ACCEPT not in floor2[0].get("/.well-known/openwop").body["seams"]
+    reply = floor2[0].post(ACCEPT, _accept_body("absent"))
+    assert (reply.status, reply.body["error"]) == (404, "not_found"), reply.body
+
+
 def test_16a_legacy_recorded_as_recorded_on_a_floor_1_host(floor1: Http) -> None:
     http, run = floor1, f"legacy-{uuid.uuid4().hex}"
     s = http.post(SEAM_V1, {"runId": run, "surface": V1_SURFACE})

@@ -23,6 +23,7 @@ OUR_ROUTES = {
     "/runs/{tail}",
     "/v1/runs/{tail}",
     "/v1/host/sample/a2ui/emit-surface",
+    "/v1/host/sample/envelope/accept",
     "/conformance/seams/sample/a2ui/emit-surface",
     "/ui",
     "/ui/",
