@@ -480,6 +480,8 @@ def test_the_v1_envelope_accept_seam_answers_the_suites_v1_a2ui_legs(floor1: Htt
     both = ["ui.a2ui-surface", "clarification.request"]
     first = floor1.post(ACCEPT, {**_accept_body(f"rep{tag}"), "hostSupportedEnvelopes": both})
     assert (first.status, first.body["status"]) == (200, "accepted"), first.body
+    again = floor1.post(ACCEPT, {**_accept_body(f"rep{tag}"), "hostSupportedEnvelopes": both})
+    assert (again.status, again.body["status"]) == (200, "accepted"), again.body  # E2 replay
     clarify = _accept_body(
         f"rep{tag}",
         type="clarification.request",
