@@ -133,10 +133,14 @@ class ValidatorConfig:
     # envelopes/s of 50 long runs took the p50 latency from 46-63 ms to 409-702 ms). A restore
     # folds the log tail written since the last flush. 0: every batch.
     changelog_interval: float = 1.0
-    # Run states one batch writes at most: a flush of more runs is spread over the next
-    # batches (a state written before the checkpoint that covers it is harmless: the restore
-    # skips the tail events it holds), so one batch never encodes every live run (p99).
+    # Run states one batch writes at most, and their encoded bytes (at least one state): a
+    # flush of more is spread over the next batches, so one batch never encodes every live
+    # run. A long run's state holds every correlationId it recorded (~120 bytes each): 8 runs
+    # of 400 envelopes were ~300 KB (up to 1.4 MB) in one batch, encoded and acknowledged
+    # while the whole loop waited (measured: a flushing commit took 212 ms at p90 against
+    # 37 ms for the others; docs/pipeline.md "Performance").
     changelog_flush_runs: int = 32
+    changelog_flush_bytes: int = 64 * 1024
 
     def partition_transactional_id(self, partition: int) -> str:
         """``<app id>-validator-p<partition>``: the same on every worker of the group, so the
@@ -154,6 +158,9 @@ class _Owned:
         "failures",
         "flushed",
         "flushing",
+        "cycle",
+        "cycle_from",
+        "pointed",
         "log_from",
         "next_offset",
         "producer",
@@ -168,6 +175,9 @@ class _Owned:
         self.dirty: dict[str, RunState] = {}  # changed since the last changelog flush
         self.flushed = flushed  # when the last flush began (loop time)
         self.flushing = False  # a flush spread over batches is under way
+        self.cycle: tuple[str, ...] = ()  # ... and the runs it has still to write
+        self.cycle_from = (0, 0)  # ... and the log and dead-letter ends when it began
+        self.pointed: tuple[int, int] | None = None  # the ends our last checkpoint named
         self.next_offset = restored.start
         self.seen = restored.seen
         self.log_from, self.dead_from = restored.log_from, restored.dead_from
@@ -184,11 +194,14 @@ class _Owned:
         self.log_from, self.dead_from = advanced(self.view(), plan, ends)
         self.dirty.update(plan.runs)
         if flush is not None:
-            for run_id in flush.runs:
-                del self.dirty[run_id]
+            for run_id in flush.runs:  # written as the plan left them
+                self.dirty.pop(run_id, None)
             if not self.flushing:
                 self.flushed = flush.began
-            self.flushing = not flush.complete
+            self.flushing = bool(flush.rest)
+            self.cycle, self.cycle_from = flush.rest, flush.began_from
+            if flush.complete:
+                self.pointed = flush.began_from
         self.runs.update(plan.runs)
         self.next_offset = plan.next_offset
         self.seen = plan.seen
@@ -196,12 +209,21 @@ class _Owned:
 
 @dataclass(frozen=True)
 class _Flush:
-    """What a commit flushes to the changelog: the runs it writes, whether they are all the
-    dirty ones (then the checkpoint goes too), and when it was decided."""
+    """What a commit flushes to the changelog. A flush writes the runs dirty when it began
+    (a fixed set: runs that change meanwhile wait for the next flush, so a flush spread over
+    batches ends however busy the runs are), and its checkpoint names the log and dead-letter
+    ends from when it began (``began_from``): the tail a restore folds then covers every
+    change since, whether the state written holds it already (skipped) or not.
+    ``runs``: written by this commit; ``rest``: still to write (none: the checkpoint goes)."""
 
     began: float
+    began_from: tuple[int, int]
     runs: tuple[str, ...]
-    complete: bool
+    rest: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        return not self.rest
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -772,20 +794,29 @@ class ValidatorLoop:
         interval with or without new records. Call with the lock held."""
         if not self.config.changelog_topic:
             return
-        now = asyncio.get_running_loop().time()
-        plans = [
-            PartitionPlan(p, (), owned.next_offset, {}, owned.seen, (), checkpointed=True)
-            for p, owned in self.partitions.items()
-            if (owned.dirty or owned.flushing)
-            and (not due or now - owned.flushed >= self.config.changelog_interval)
-        ]
-        if not plans:
-            return
-        if not due:
-            for plan in plans:  # the interval does not hold it back (``_flush_of``)
-                self.partitions[plan.partition].flushed = float("-inf")
-        for plan, failure in zip(plans, await self._commit(plans, force=True), strict=True):
-            self._settle(plan, failure)
+        while True:  # not ``due``: until every flush has ended (one spreads over commits)
+            now = asyncio.get_running_loop().time()
+            plans = [
+                PartitionPlan(p, (), owned.next_offset, {}, owned.seen, (), checkpointed=True)
+                for p, owned in self.partitions.items()
+                if owned.flushing
+                # at stop also a checkpoint behind the log (it names where the last flush
+                # began): then the next owner reads no log tail
+                or (not due and owned.pointed != (owned.log_from, owned.dead_from))
+                or (
+                    owned.dirty
+                    and (not due or now - owned.flushed >= self.config.changelog_interval)
+                )
+            ]
+            if not plans:
+                return
+            if not due:
+                for plan in plans:  # the interval does not hold it back (``_flush_of``)
+                    self.partitions[plan.partition].flushed = float("-inf")
+            for plan, failure in zip(plans, await self._commit(plans, force=True), strict=True):
+                self._settle(plan, failure)
+            if due:
+                return
 
     async def _commit(
         self, plans: Sequence[PartitionPlan], *, force: bool = False
@@ -838,42 +869,59 @@ class ValidatorLoop:
             # MessageSizeTooLarge) fails only its own future while commit_transaction still
             # commits the offsets, which would lose that record's outcome. An exception here
             # aborts the transaction instead.
-            sends = [*plan.sends, *self._flush_of(plan)]  # the run states beside the outputs
+            # The run states and the checkpoint beside the outputs: one round of appends (the
+            # checkpoint once sent after their acknowledgment cost a round trip per flush).
+            sends = [*plan.sends, *self._flush_of(plan), *self._checkpoint(plan)]
             sent = await self._send_batches(producer, sends)
             await asyncio.gather(*(f for _, f in sent))
             self.ends[plan.partition] = self._ends_of(sent, plan.partition)
-            point = await self._send_batches(producer, self._checkpoint(plan))
-            await asyncio.gather(*(f for _, f in point))
             await producer.send_offsets_to_transaction(
                 {self._tp(plan.partition): plan.next_offset}, self.config.group_id
             )
 
     def _flush_of(self, plan: PartitionPlan) -> list[Send]:
         """The run states ``plan``'s commit flushes to the changelog (the runs changed since
-        the last flush, at most ``changelog_flush_runs``, oldest first), when a flush is due
+        the last flush, oldest first, at most ``changelog_flush_runs`` and about
+        ``changelog_flush_bytes``), when a flush is due
         (``changelog_interval``) or under way; else nothing."""
         owned = self.partitions.get(plan.partition)
         topic = self.config.changelog_topic
         if not topic or owned is None or not plan.checkpointed:
             return []
         now = asyncio.get_running_loop().time()
-        if not owned.flushing and now - owned.flushed < self.config.changelog_interval:
+        if owned.flushing:
+            began_from, todo = owned.cycle_from, owned.cycle
+        elif now - owned.flushed < self.config.changelog_interval:
             return []
-        pending = {**owned.dirty, **plan.runs}  # oldest changes first
-        most = max(1, self.config.changelog_flush_runs)
-        runs = dict(itertools.islice(pending.items(), most))
-        self.flushing[plan.partition] = _Flush(now, tuple(runs), len(runs) == len(pending))
-        return changelog_sends(topic, plan.partition, runs)
+        else:  # a flush begins: the runs dirty now (oldest changes first), ends before this plan
+            began_from, todo = (
+                (owned.log_from, owned.dead_from),
+                tuple({**owned.dirty, **plan.runs}),
+            )
+        sends: list[Send] = []
+        size, written = 0, 0
+        for run_id in itertools.islice(todo, max(1, self.config.changelog_flush_runs)):
+            written += 1
+            run = plan.runs.get(run_id) or owned.dirty.get(run_id) or owned.runs.get(run_id)
+            if run is None:
+                continue  # not held any more (cannot happen today): nothing to write
+            sends += changelog_sends(topic, plan.partition, {run_id: run})
+            size += len(sends[-1].value or b"")
+            if size >= self.config.changelog_flush_bytes:
+                break
+        self.flushing[plan.partition] = _Flush(now, began_from, todo[:written], todo[written:])
+        return sends
 
     def _checkpoint(self, plan: PartitionPlan) -> list[Send]:
-        """The checkpoint of a plan that flushes the changelog, once its appends are
-        acknowledged (their ends are known), or nothing."""
+        """The checkpoint of a plan whose commit ends a flush, or nothing: ``plan``'s next
+        offset, and the log and dead-letter ends from when the flush began (``_Flush``). It
+        needs no acknowledgment of the plan's appends, so in a transaction it goes with them."""
         owned = self.partitions.get(plan.partition)
         flush = self.flushing.get(plan.partition)
         if flush is None or not flush.complete or owned is None:
             return []
-        ends = self.ends.get(plan.partition, {})
-        return [checkpoint(self.config.changelog_topic, owned.view(), plan, ends)]
+        began = PartitionState(owned.runs, owned.next_offset, owned.seen, *flush.began_from)
+        return [checkpoint(self.config.changelog_topic, began, plan, {})]
 
     def _ends_of(
         self, sent: list[tuple[tuple[str, int, int], asyncio.Future[Any]]], partition: int

@@ -132,12 +132,16 @@ def test_a_restore_from_the_changelog_equals_a_replay_of_the_log(
     seed: int, cuts: list[int], lost: list[bool], restores: list[bool], flushes: list[int]
 ) -> None:
     """``flushes[i]``: how many run states batch i's commit writes (0: no flush, 6: all of
-    them); only a flush of every changed run writes the checkpoint (the loop's
-    ``changelog_flush_runs``)."""
+    them; the loop's ``changelog_flush_runs`` and ``changelog_flush_bytes``). A flush writes
+    the runs dirty when it began, spread over batches however busy they are meanwhile, and
+    its last batch writes the checkpoint naming the log and dead-letter ends from before its
+    first (the loop's ``_Flush``)."""
     stream = _stream(seed)
     log, dead, changelog = Topic(), Topic(), Topic()
     runs: dict[str, RunState] = {}
     dirty: dict[str, RunState] = {}  # changed since the last flush (the loop's commit interval)
+    todo: list[str] = []  # a flush under way: the runs it has still to write
+    began = PartitionState(runs, 0)  # ... and the state before its first batch
     state = PartitionState(runs, 0)
     committed = 0
     first = 0
@@ -160,16 +164,19 @@ def test_a_restore_from_the_changelog_equals_a_replay_of_the_log(
         else:
             ends = {"log": log_end or 0, "deadletter": dead_end or 0}
             most = 1_000 if i >= len(flushes) or flushes[i] == 6 else flushes[i]
-            if plan.checkpointed and most:
-                pending = {**dirty, **plan.runs}
-                written = dict(list(pending.items())[:most])
+            latest = {**dirty, **plan.runs}
+            if plan.checkpointed and (most or todo):
+                if not todo:  # a flush begins
+                    todo, began = list(latest), state
+                written = {r: latest.get(r) or runs[r] for r in todo[: max(1, most)]}
                 for send in changelog_sends("state", 0, written):
                     changelog.append_send(send)
-                if len(written) == len(pending):
-                    changelog.append_send(checkpoint("state", state, plan, ends))
-                dirty = {r: s for r, s in pending.items() if r not in written}
+                del todo[: len(written)]
+                if not todo:
+                    changelog.append_send(checkpoint("state", began, plan, {}))
+                dirty = {r: s for r, s in latest.items() if r not in written}
             else:
-                dirty.update(plan.runs)
+                dirty = latest
             committed = plan.next_offset
             log_from, dead_from = advanced(state, plan, ends)  # the loop's install
             runs.update(plan.runs)
@@ -207,7 +214,7 @@ def test_a_restore_from_the_changelog_equals_a_replay_of_the_log(
             caught = read_changelog(0, changelog)
             assert caught is not None and caught.runs == restored.runs
             runs = dict(restored.runs)
-            dirty = {}
+            dirty, todo = {}, []
             state = restored.state()
             state = PartitionState(
                 runs, state.next_offset, state.seen, state.log_from, state.dead_from

@@ -23,6 +23,7 @@ from aiokafka import TopicPartition
 import app.shell.validator_loop as validator_loop
 from app.core.keys import partition_for_run
 from app.core.policy import HostPolicy
+from app.core.run_snapshot import CHECKPOINT_KEY, decode_checkpoint
 from app.core.validator_batch import source_of
 from app.shell.fault_accounting import Accounting, Outputs, oracle, tally
 from app.shell.fault_kit import RULES, Published, components, corpus, create, envelope
@@ -459,8 +460,8 @@ async def test_with_a_long_commit_interval_the_restore_folds_the_log_since_the_l
 
 async def test_a_flush_spread_over_batches_restores_the_same(stage: Stage) -> None:
     """One run state per batch (a flush spread over many batches, the checkpoint only once
-    every changed run is written): the next owner restores from the changelog and decides as
-    before."""
+    every run dirty when it began is written): the next owner restores from the changelog and
+    decides as before."""
     records = _corpus(15)
     async with stage.member(replace(_config("w1"), changelog_flush_runs=1)) as w1:
         await w1.member.assign(_tps())
@@ -468,6 +469,30 @@ async def test_a_flush_spread_over_batches_restores_the_same(stage: Stage) -> No
             stage.publish(records[first : first + 10])
             await until(stage.decided, "decided by w1")
     second = await _restart(stage, "w2", chunks=[records[150:]])
+    assert second["changelog"] == PARTITIONS and second["replay"] == 0
+    _clean(stage.account())
+
+
+async def test_a_flush_spread_over_busy_runs_still_ends_with_its_checkpoint(
+    stage: Stage,
+) -> None:
+    """One run state per batch while every batch changes the partition's runs again, and no
+    idle flush in between: a flush writes the runs dirty when it began, so it ends and its
+    checkpoint is written while the traffic goes on (before, a flush waited for a batch that
+    wrote every run changed so far, which busy runs never allowed); the next owner restores
+    from it."""
+    records = _corpus(16, runs=12, per_run=20)
+    async with stage.member(replace(_config("w1"), changelog_flush_runs=1)) as w1:
+        w1._flush_idle = _no_flush  # type: ignore[method-assign]
+        await w1.member.assign(_tps())
+        for first in range(0, 180, 12):
+            stage.publish(records[first : first + 12])
+            await until(stage.decided, "decided by w1")
+        for p in range(PARTITIONS):  # past the restore's own checkpoint (offset 0)
+            points = [r for r in stage.kafka.visible(STATE, p) if r.key == CHECKPOINT_KEY]
+            point = decode_checkpoint(points[-1].value)
+            assert point is not None and point.next_offset > 0, f"partition {p}"
+    second = await _restart(stage, "w2", chunks=[records[180:]])
     assert second["changelog"] == PARTITIONS and second["replay"] == 0
     _clean(stage.account())
 
