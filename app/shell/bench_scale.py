@@ -521,6 +521,7 @@ class Bench:
         self.probes: dict[int, tuple[MixRun, int]] = {}  # partition -> a recorded (run, seq)
         self.due: list[tuple[int, MixRun]] = []  # runs to cancel or delete once decided
         self.unconfirmed: list[MixRun] = []  # deleted, not yet seen gone on every worker
+        self.missing_reads = 0  # 404s for a run recorded and decided (a read-side bug)
 
     # -- HTTP ------------------------------------------------------------------------------
 
@@ -638,7 +639,12 @@ class Bench:
         deadline = time.monotonic() + WAIT_SECONDS
         while True:  # 503 (a partition moving in a rebalance) or no answer: retry, bounded
             status, body = await self.request("POST", url, b"{}")
-            if status not in (0, 503) or time.monotonic() > deadline:
+            if status == 404 and time.monotonic() <= deadline:
+                # a run every one of whose records is decided: a 404 is the read side's bug
+                # (seen in 2 of 4 CI runs, one worker, no rebalance), said and counted, retried
+                self.missing_reads += 1
+                _say(f"POST .../cancel answered 404 for recorded run {run.run_id}: retrying")
+            elif status not in (0, 503) or time.monotonic() > deadline:
                 break
             self.check()
             await asyncio.sleep(0.2)
