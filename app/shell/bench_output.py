@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -55,3 +57,18 @@ def load_text(load: dict[str, list[float]]) -> str:
     return "load average (1, 5, 15 min) at start {} / at end {}".format(
         *(" ".join(f"{x:.2f}" for x in load[k]) for k in ("start", "end"))
     )
+
+
+def code_version() -> str:
+    """The commit the workers run (with ``-dirty`` when the tree has changes), or unknown."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=10"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"

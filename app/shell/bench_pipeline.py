@@ -58,7 +58,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.partitioner import DefaultPartitioner
 
 from app.shell.bench_admission import positive_record
-from app.shell.bench_output import emit, load_average, load_text
+from app.shell.bench_output import code_version, emit, load_average, load_text
 from app.shell.broker import Broker, _free_port, start_broker
 from app.shell.kafka_io import group_consumer, read_topic
 from app.shell.settings import Settings, load_settings
@@ -666,20 +666,6 @@ def _spread(values: list[float]) -> dict[str, Any]:
     }
 
 
-def _commit() -> str:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=10"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 else "unknown"
-
-
 async def measure(opts: Options, broker: Broker) -> dict[str, Any]:
     load_start = load_average()
     token = uuid.uuid4().hex[:8]
@@ -753,7 +739,7 @@ async def measure(opts: Options, broker: Broker) -> dict[str, Any]:
     return {
         "benchmark": "pipeline",
         "date": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "commit": _commit(),
+        "commit": code_version(),
         "machine": (
             f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"
         ),

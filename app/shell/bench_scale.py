@@ -83,7 +83,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from app.core.examples import BASIC_CATALOG
 from app.core.keys import log_key, partition_for_run
 from app.core.wire_ids import project_run_id
-from app.shell.bench_output import emit
+from app.shell.bench_output import code_version, emit
 from app.shell.broker import Broker, _free_port, start_broker
 from app.shell.errors import OperatorError
 from app.shell.settings import Settings, load_settings
@@ -397,21 +397,6 @@ def _tree_mb(root: Path) -> float:
             if path.is_file():
                 total += path.stat().st_size
     return total / 1024 / 1024
-
-
-def code_version() -> str:
-    """The commit the workers run (with ``-dirty`` when the tree has changes), or unknown."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=10"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
 # -- workers --------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -364,3 +364,22 @@ async def read_range(
         return records
     finally:
         await consumer.stop()
+
+
+async def until_done(
+    what: str, attempt: Callable[[], Awaitable[None]], logger: logging.Logger
+) -> None:
+    """Run ``attempt`` until it returns, retrying any failure (the broker away) with a backoff
+    from 0.5 s doubling to 10 s, each failure logged on ``logger`` naming ``what``.
+    Cancellation ends it."""
+    delay = 0.5
+    while True:
+        try:
+            await attempt()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the broker is away: try again
+            logger.error("%s failed (%s); retrying in %.1f s", what, type(exc).__name__, delay)
+            await asyncio.sleep(delay)
+            delay = min(10.0, delay * 2)

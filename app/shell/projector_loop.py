@@ -60,7 +60,7 @@ from app.core.subscriber import DRIFT
 from app.core.subscriptions import Registry, register, subscribers_for
 from app.core.surfaces import Surface, SurfaceChange, SurfaceKey
 from app.core.topic_plan import TopicSpec, subscriber_topic
-from app.shell.kafka_io import group_consumer, partitions_of, read_range
+from app.shell.kafka_io import group_consumer, partitions_of, read_range, until_done
 from app.shell.run_store import RunStore
 from app.shell.topics_admin import ensure_topics, load_definitions
 
@@ -271,22 +271,7 @@ class ProjectorLoop:
         self.taking[tp] = asyncio.create_task(self._take_until_done(tp))
 
     async def _take_until_done(self, tp: TopicPartition) -> None:
-        delay = 0.5
-        while True:
-            try:
-                await self.take(tp)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the broker is away: try again
-                log.error(
-                    "projector: taking partition %d failed (%s); retrying in %.1f s",
-                    tp.partition,
-                    type(exc).__name__,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(10.0, delay * 2)
+        await until_done(f"projector: taking partition {tp.partition}", lambda: self.take(tp), log)
 
     async def take(self, tp: TopicPartition) -> None:
         """Read ``tp``'s committed offset; if ``tp`` is still ours, project it from there (its

@@ -83,7 +83,7 @@ from app.core.validator_restore import (
     restore_from_snapshot,
     restore_partition,
 )
-from app.shell.kafka_io import group_consumer, read_range, read_tail, read_topic
+from app.shell.kafka_io import group_consumer, read_range, read_tail, read_topic, until_done
 from app.shell.metrics import Metrics
 from app.shell.ownership import NO_OWNERSHIP, generation_of
 
@@ -492,22 +492,7 @@ class ValidatorLoop:
     async def _take_until_done(self, tp: TopicPartition, after: float) -> None:
         if after:
             await asyncio.sleep(after)
-        delay = 0.5
-        while True:
-            try:
-                await self.take(tp)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the broker is away: try again
-                log.error(
-                    "validator: taking partition %d failed (%s); retrying in %.1f s",
-                    tp.partition,
-                    type(exc).__name__,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(10.0, delay * 2)
+        await until_done(f"validator: taking partition {tp.partition}", lambda: self.take(tp), log)
 
     async def take(self, tp: TopicPartition) -> None:
         """Start ``tp``'s transactional producer (which fences its previous owner and aborts
