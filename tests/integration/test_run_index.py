@@ -156,3 +156,55 @@ async def test_a_partition_revoked_while_a_lookup_waits_is_unsure_not_absent(
             await waiting
         with pytest.raises(PartitionUnsure):  # and a lookup after it, while away
             await index.lookup(RUN, timeout=1)
+
+
+async def test_a_run_committed_a_moment_ago_is_found_not_absent(
+    broker, settings, tmp_path: Path
+) -> None:
+    """Kafka answers a transaction's commit once the coordinator has logged it; the markers
+    that make its records readable ``read_committed`` are written to the partitions after
+    that (KIP-98), so for a moment the last stable offset still stops before them (measured:
+    68 of 200 end-offset reads right after ``commit_transaction``). A lookup reads up to the
+    partition's high watermark as of the request, so a run whose only records are in such a
+    transaction (or one still open) is waited for, never answered "not recorded". Before:
+    None at once, and bench scale's cancel of a run the validator had decided answered 404
+    (2 of 4 CI runs, one worker, no rebalance)."""
+    names = await _topics(broker.bootstrap, settings)
+    run_id = "tenant/run-index-in-flight"
+    partition = partition_for_run(run_id, settings.partitions)
+    async with _tailing(broker.bootstrap, names, tmp_path / "store", {partition}) as index:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap, transactional_id=f"in-flight-{tmp_path.name}"
+        )
+        await producer.start()
+        try:
+            await producer.begin_transaction()
+            event = {"type": "ui.a2ui-surface", "runId": run_id, "sequence": 0}
+            await producer.send_and_wait(
+                names["log"], orjson.dumps(event), key=log_key(run_id, 0), partition=partition
+            )
+            waiting = asyncio.create_task(index.lookup(run_id, timeout=30))
+            await asyncio.sleep(1.0)  # the tail has read to the last stable offset by now
+            assert not waiting.done()
+            await producer.commit_transaction()
+            looked = await waiting
+            assert looked is not None and looked.last_sequence == 0
+            # a transaction that stays open past the lookup's wait: it cannot say
+            await producer.begin_transaction()
+            other = next(
+                f"tenant/in-flight-{i}"
+                for i in range(1000)
+                if partition_for_run(f"tenant/in-flight-{i}", settings.partitions) == partition
+            )
+            await producer.send_and_wait(
+                names["log"],
+                orjson.dumps({"type": "ui.a2ui-surface", "runId": other, "sequence": 0}),
+                key=log_key(other, 0),
+                partition=partition,
+            )
+            with pytest.raises(PartitionUnsure):
+                await index.lookup(other, timeout=1.5)
+            await producer.abort_transaction()
+            assert await index.lookup(other, timeout=30) is None  # aborted: never recorded
+        finally:
+            await producer.stop()

@@ -194,6 +194,7 @@ def _result() -> dict[str, Any]:
     design = {
         "envelopes_published": 2000,
         "stopped": "reached --envelopes 2,000",
+        "missing_reads": 0,
         "envelopes_per_second": 800.0,
         "curve": [{**point, "envelopes": 1000, "rss_mb": 80.0}, point],
         "rss_kb_per_envelope": 10.2,
