@@ -55,6 +55,11 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+)
 from aiokafka.partitioner import DefaultPartitioner
 
 from app.shell.bench_admission import positive_record
@@ -294,14 +299,29 @@ async def _until(what: str, check: Callable[[], Any], procs: _Procs | None) -> A
         await asyncio.sleep(0.05)
 
 
+# A broker seconds old has no group coordinator yet (its offsets topic is still being created
+# and loaded): the admin calls below raise one of these, which means "not yet", not a failure.
+_NO_COORDINATOR_YET = (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+)
+
+
 async def _group_stable(admin: AIOKafkaAdminClient, group: str, members: int) -> bool:
-    [response] = await admin.describe_consumer_groups([group])
+    try:
+        [response] = await admin.describe_consumer_groups([group])
+    except _NO_COORDINATOR_YET:
+        return False
     _, _, state, _, _, found = response.groups[0]
     return state == "Stable" and len(found) == members
 
 
 async def _committed(admin: AIOKafkaAdminClient, group: str) -> dict[int, int]:
-    offsets = await admin.list_consumer_group_offsets(group)
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+    except _NO_COORDINATOR_YET:
+        return {}  # nothing committed that anyone could read yet
     return {tp.partition: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
 
 
