@@ -132,6 +132,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "Bearer tokens (comma-separated) accepted by the OpenWOP HTTP API. Unset on a worker: every run endpoint answers 401 until one is set. Never logged; `a2ui-stream config` shows only how many are set.",
     ),
     (
+        "A2UI_STREAM_HTTP_TOKENS_FILE",
+        "",
+        'Tenant-scoped tokens (not yet enforced by the routes): a JSON file {"principals": [{name, token_sha256, tenants, rights}]} giving each token (stored as its SHA-256 only) the tenants it may reach (exact ids or prefixes ending in *) and its rights (read, emit, approve, act, admin); docs/http.md. Read at start; never logged. A2UI_STREAM_HTTP_TOKENS stays: every tenant, every right.',
+    ),
+    (
         "A2UI_STREAM_HTTP_AUTH",
         "on",
         "on: the OpenWOP HTTP API requires a bearer token. off: no token, only on a loopback A2UI_STREAM_WEB_HOST (a worker refuses to start otherwise), and only requests to a loopback Host name (127.0.0.1, localhost, [::1]) are answered. `a2ui-stream up` (the embedded laptop mode) sets off; nothing else should.",
@@ -247,6 +252,7 @@ class Settings:
     max_record_bytes: int
     roles: frozenset[str]
     http_tokens: tuple[str, ...] = ()
+    http_tokens_file: str = ""
     http_auth: bool = True
     seams: bool = False
     delta_transport: bool = True
@@ -311,6 +317,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         http_tokens=tuple(
             t.strip() for t in env.get("A2UI_STREAM_HTTP_TOKENS", "").split(",") if t.strip()
         ),
+        http_tokens_file=env.get("A2UI_STREAM_HTTP_TOKENS_FILE", "").strip(),
         http_auth=_flag(env, "A2UI_STREAM_HTTP_AUTH"),
         seams=_flag(env, "A2UI_STREAM_SEAMS"),
         delta_transport=_flag(env, "A2UI_STREAM_DELTA_TRANSPORT"),

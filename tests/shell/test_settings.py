@@ -82,3 +82,17 @@ def test_the_read_timeout_is_bounded() -> None:
     assert load_settings({}).http_read_timeout_seconds == 15
     with pytest.raises(OperatorError, match="A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS=0"):
         load_settings({"A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS": "0"})
+
+
+def test_the_tokens_file_setting_is_a_path_read_as_set() -> None:
+    """Issue 18: A2UI_STREAM_HTTP_TOKENS_FILE names the tokens file; the path is shown by
+    `a2ui-stream config` (a *_FILE is not a secret), its content never is."""
+    from app.shell.settings import shown_value
+
+    assert load_settings({}).http_tokens_file == ""
+    settings = load_settings({"A2UI_STREAM_HTTP_TOKENS_FILE": " /etc/a2ui/tokens.json "})
+    assert settings.http_tokens_file == "/etc/a2ui/tokens.json"
+    assert (
+        shown_value("A2UI_STREAM_HTTP_TOKENS_FILE", "/etc/a2ui/tokens.json", "")
+        == "/etc/a2ui/tokens.json (set)"
+    )
