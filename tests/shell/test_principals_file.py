@@ -108,10 +108,9 @@ def test_principals_for_joins_the_plain_list_and_the_file(tmp_path: Path) -> Non
     found = principals_for(load_settings(env))
     assert [p.name for p in found.entries] == ["A2UI_STREAM_HTTP_TOKENS[1]", "team-a"]
     assert isinstance(authorize(found, "plain-one", "admin", RUN, DEFAULT_TENANT), Allowed)
-    assert principals_for(load_settings({"A2UI_STREAM_HTTP_TOKENS": "x"})) == Principals(
-        principals_for(load_settings({"A2UI_STREAM_HTTP_TOKENS": "x"})).entries
-    )
-    assert len(principals_for(load_settings({}))) == 0
+    plain_only = principals_for(load_settings({"A2UI_STREAM_HTTP_TOKENS": "x"}))
+    assert [p.name for p in plain_only.entries] == ["A2UI_STREAM_HTTP_TOKENS[1]"]
+    assert principals_for(load_settings({})) == Principals()  # auth on, nothing configured
 
 
 def test_a_token_in_both_the_plain_list_and_the_file_is_refused(tmp_path: Path) -> None:
@@ -145,3 +144,16 @@ def test_loading_logs_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) 
     assert caplog.records == []
     shown = repr(found)
     assert TOKEN not in shown and DIGEST not in shown and "plain-one" not in shown
+
+
+def test_the_example_in_docs_http_md_parses_and_means_what_it_says(tmp_path: Path) -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "http.md").read_text()
+    section = docs.split("## Tenant-scoped tokens", 1)[1]
+    example = section.split("```json\n", 1)[1].split("```", 1)[0]
+    found = read_principals_file(_write(tmp_path, example))
+    assert [p.name for p in found.entries] == ["team-a", "ops"]
+    team, ops = "team-a-example-token", "ops-example-token"
+    assert isinstance(authorize(found, team, "act", "beta-eu/r-0123456789abcdef", "local"), Allowed)
+    assert authorize(found, team, "read", "gamma/r-0123456789abcdef", "local") == Unknown()
+    assert isinstance(authorize(found, team, "approve", RUN, "local"), Forbidden)
+    assert isinstance(authorize(found, ops, "admin", "demo", "local"), Allowed)
