@@ -29,7 +29,7 @@ May import: the standard library, orjson and app.core.* (pure). No aiokafka, no 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -64,6 +64,7 @@ __all__ = [
     "SOURCE_HEADER",
     "PartitionPlan",
     "PartitionState",
+    "Load",
     "Refetch",
     "Send",
     "Stored",
@@ -118,6 +119,10 @@ class PartitionState:
     # ``next_offset`` on (``seen`` included): the checkpoint a plan writes carries them.
     log_from: int = 0
     dead_from: int = 0
+    # Runs whose state the shell keeps out of memory (in its local store, bounded memory:
+    # issue 15): a record for one of them is not decided until the shell has put its state
+    # back into ``runs`` (``Load``); a run in neither has no recorded event.
+    evicted: Set[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,22 @@ class Refetch:
     positions: Mapping[int, int]
 
 
+@dataclass(frozen=True, slots=True)
+class Load:
+    """Nothing decided: put these evicted runs' states back into ``PartitionState.runs`` (per
+    partition) and plan the same batch again. The shell loads the runs a batch's record keys
+    name before it plans, so this answers only records whose key does not name their run."""
+
+    runs: Mapping[int, frozenset[str]]
+
+
+class _Evicted(Exception):  # noqa: N818 - control flow inside this module, never escapes it
+    """A decision needed the state of an evicted run (``PartitionState.evicted``)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+
 def _header(partition: int, offset: int) -> tuple[tuple[str, bytes], ...]:
     return ((SOURCE_HEADER, f"{partition}:{offset}".encode()),)
 
@@ -170,21 +191,28 @@ def plan_batch(
     now: str,
     topics: Topics,
     fetched: Callable[[ForkSource], Any] | None = None,
-) -> Refetch | tuple[PartitionPlan, ...]:
+) -> Refetch | Load | tuple[PartitionPlan, ...]:
     """Decide a fetched batch (records by admission partition, in offset order). ``owned``:
     the partitions this loop decides for; ``gathered``/``generation``: the loop's generation
     when the batch began and now; ``fetched``: the log events of each fork source the batch
-    needs (``fork_sources``), read by the shell beforehand."""
+    needs (``fork_sources``), read by the shell beforehand. ``Load`` when a decision needs an
+    evicted run's state (nothing is decided then)."""
     if gathered != generation:
         return Refetch({p: state.next_offset for p, state in owned.items()})
     plans = []
+    missing: dict[int, frozenset[str]] = {}
     for partition, records in batch.items():
         state = owned.get(partition)
         if state is None or not records:
             continue  # not ours (any more, or not yet)
-        plans.append(
-            _plan_partition(partition, records, state, policy, rules, now, topics, fetched)
-        )
+        try:
+            plans.append(
+                _plan_partition(partition, records, state, policy, rules, now, topics, fetched)
+            )
+        except _Evicted as evicted:
+            missing[partition] = frozenset({evicted.run_id})
+    if missing:
+        return Load(missing)
     return tuple(plans)
 
 
@@ -209,8 +237,13 @@ def _plan_partition(
     staged = _Staged()
     runs, stored, seen = staged.runs, state.runs, state.seen
 
+    evicted = state.evicted
+
     def state_of(run_id: str) -> RunState | None:
-        return runs.get(run_id) or stored.get(run_id)
+        found = runs.get(run_id) or stored.get(run_id)
+        if found is None and run_id in evicted:
+            raise _Evicted(run_id)  # caught by plan_batch: the whole partition waits
+        return found
 
     nxt = state.next_offset
     for record in records:

@@ -202,6 +202,8 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             transactions=settings.transactions,
             max_record_bytes=settings.max_record_bytes,
             fast_groups=settings.fast_groups,
+            cache_runs=settings.validator_cache_runs,
+            state_dir=str(settings.data_dir / "validator-state" / settings.worker_id),
         ),
         policy,
         rules,
@@ -380,11 +382,11 @@ def _state_metrics(
     if "validator" in roles:
         lines += [
             "# HELP a2ui_validator_run_states Run states held by this worker's validator, per "
-            "admission partition it owns (restored).",
+            "admission partition it owns (restored): in memory and in its local store.",
             "# TYPE a2ui_validator_run_states gauge",
         ]
         lines += [
-            f'a2ui_validator_run_states{{partition="{p}"}} {len(state.runs)}'
+            f'a2ui_validator_run_states{{partition="{p}"}} {state.held}'
             for p, state in sorted(validator.partitions.items())
         ]
     if "projector" in roles:

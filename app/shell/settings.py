@@ -91,6 +91,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "Memory for recently read runs (their events, decoded) in front of the run store; runs being streamed stay in memory while read. 1 to 65536.",
     ),
     (
+        "A2UI_STREAM_VALIDATOR_CACHE_RUNS",
+        "2000",
+        "Run states the validator keeps in memory, of the admission partitions it owns: past it, the least recently changed ones that the run-state changelog already holds wait in a local store (A2UI_STREAM_DATA_DIR/validator-state/) and come back when a record for their run comes. 0: every state in memory. 0 to 10000000.",
+    ),
+    (
         "A2UI_STREAM_PROJECTOR_CACHE_SURFACES",
         "10000",
         "Materialized surfaces the projector keeps, of the log partitions it owns: past it, the least recently changed runs are evicted and rebuilt from the run store (or the log) when a new event, a resync or a new subscriber needs them. 1 to 10000000.",
@@ -265,6 +270,7 @@ class Settings:
     advertised_url: str = ""
     run_cache_mb: int = 64
     projector_cache_surfaces: int = 10_000
+    validator_cache_runs: int = 2_000
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -330,6 +336,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         advertised_url=_advertised_url(env),
         run_cache_mb=_int(env, "A2UI_STREAM_RUN_CACHE_MB", 1, 65536),
         projector_cache_surfaces=_int(env, "A2UI_STREAM_PROJECTOR_CACHE_SURFACES", 1, 10_000_000),
+        validator_cache_runs=_int(env, "A2UI_STREAM_VALIDATOR_CACHE_RUNS", 0, 10_000_000),
     )
     check_exposure(settings)
     return settings

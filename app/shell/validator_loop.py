@@ -41,6 +41,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -57,11 +58,12 @@ from aiokafka.errors import (
 from app.core.host_commands import ForkSource
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
-from app.core.run_snapshot import CHECKPOINT_KEY
+from app.core.run_snapshot import CHECKPOINT_KEY, decode_state, encode_state
 from app.core.run_state import RunState
 from app.core.validator import SourceRecord
 from app.core.validator_batch import (
     SOURCE_HEADER,
+    Load,
     PartitionPlan,
     PartitionState,
     Refetch,
@@ -86,6 +88,7 @@ from app.core.validator_restore import (
 from app.shell.kafka_io import group_consumer, read_range, read_tail, read_topic, until_done
 from app.shell.metrics import Metrics
 from app.shell.ownership import NO_OWNERSHIP, generation_of
+from app.shell.validator_store import ValidatorStore
 
 __all__ = ["SOURCE_HEADER", "ValidatorConfig", "ValidatorLoop", "now_rfc3339"]
 
@@ -141,6 +144,12 @@ class ValidatorConfig:
     # 37 ms for the others; docs/pipeline.md "Performance").
     changelog_flush_runs: int = 32
     changelog_flush_bytes: int = 64 * 1024
+    # Run states kept in memory, across the owned partitions (issue 15: a worker's memory
+    # follows its live work, not its history); the others wait in a local store under
+    # ``state_dir`` (app.shell.validator_store) until a record for them comes. 0 or no
+    # ``state_dir``: every state in memory.
+    cache_runs: int = 0
+    state_dir: str = ""
 
     def partition_transactional_id(self, partition: int) -> str:
         """``<app id>-validator-p<partition>``: the same on every worker of the group, so the
@@ -155,6 +164,7 @@ class _Owned:
     __slots__ = (
         "dead_from",
         "dirty",
+        "evicted",
         "failures",
         "flushed",
         "flushing",
@@ -182,9 +192,33 @@ class _Owned:
         self.seen = restored.seen
         self.log_from, self.dead_from = restored.log_from, restored.dead_from
         self.producer = producer
+        self.evicted: set[str] = set()  # states in the local store only (ValidatorStore)
+
+    @property
+    def held(self) -> int:
+        """Run states this partition holds, in memory and in the local store."""
+        return len(self.runs) + len(self.evicted)
 
     def view(self) -> PartitionState:
-        return PartitionState(self.runs, self.next_offset, self.seen, self.log_from, self.dead_from)
+        return PartitionState(
+            self.runs, self.next_offset, self.seen, self.log_from, self.dead_from, self.evicted
+        )
+
+    def evictable(self, excess: int) -> list[str]:
+        """Up to ``excess`` runs to take out of memory, least recently changed first: only
+        runs whose state the changelog holds as memory does (not changed since the last
+        flush, not in a flush under way)."""
+        found: list[str] = []
+        if excess <= 0:
+            return found
+        pending = set(self.cycle)
+        for run_id in self.runs:
+            if run_id in self.dirty or run_id in pending:
+                continue
+            found.append(run_id)
+            if len(found) >= excess:
+                break
+        return found
 
     def install(self, plan: PartitionPlan, ends: dict[str, int], flush: _Flush | None) -> None:
         """The plan is committed: its run states are ours now. ``ends``: the offset past the
@@ -202,7 +236,9 @@ class _Owned:
             self.cycle, self.cycle_from = flush.rest, flush.began_from
             if flush.complete:
                 self.pointed = flush.began_from
-        self.runs.update(plan.runs)
+        for run_id, state in plan.runs.items():  # most recently changed last (``evictable``)
+            self.runs.pop(run_id, None)
+            self.runs[run_id] = state
         self.next_offset = plan.next_offset
         self.seen = plan.seen
 
@@ -297,6 +333,10 @@ class ValidatorLoop:
         # and when the commits that flush the changelog began.
         self.ends: dict[int, dict[str, int]] = {}
         self.flushing: dict[int, _Flush] = {}
+        # Run states out of memory (config.cache_runs), and how often they were moved.
+        self.store: ValidatorStore | None = None
+        self.evictions = 0
+        self.loads = 0
         metrics.extra.append(self.render_metrics)
 
     # -- I/O: the only places that make Kafka clients (the shell tests replace them) -----------
@@ -393,6 +433,8 @@ class ValidatorLoop:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.config.cache_runs > 0 and self.config.state_dir:
+            self.store = ValidatorStore.open(Path(self.config.state_dir))
         self.transactional = await self._probe_transactions()
         if not self.transactional:
             self.producer = self._new_producer(None)
@@ -453,6 +495,9 @@ class ValidatorLoop:
                 with contextlib.suppress(Exception):
                     await producer.stop()
         await asyncio.gather(*self.closing, return_exceptions=True)
+        if self.store is not None:
+            self.store.close()
+            self.store = None
 
     # -- ownership: take, forget, fenced -------------------------------------------------------
 
@@ -480,6 +525,8 @@ class ValidatorLoop:
         owned = self.partitions.pop(tp.partition, None)
         if owned is not None:
             self._close_later(owned.producer)
+            if self.store is not None and owned.evicted:
+                self.store.drop(tp.partition)
 
     def take_later(self, tp: TopicPartition, *, after: float = 0.0) -> None:
         """Pause ``tp`` and take it in the background (``take``), ``after`` seconds from now;
@@ -529,6 +576,7 @@ class ValidatorLoop:
                     restored, producer, asyncio.get_running_loop().time()
                 )
                 producer = None  # the partition's now
+                self._evict(tp.partition)
                 self.generation += 1
                 self.consumer.seek(tp, restored.start)
                 self.consumer.resume(tp)
@@ -705,17 +753,23 @@ class ValidatorLoop:
         sources = {
             s: await self._read_source(s) for s in fork_sources(batch, self.topics.max_bytes)
         }
-        planned = plan_batch(
-            {p: records for p, records in batch.items() if p not in isolated},
-            {p: owned.view() for p, owned in self.partitions.items()},
-            gathered=gathered,
-            generation=self.generation,
-            policy=self.policy,
-            rules=self.rules,
-            now=now_rfc3339(),
-            topics=self.topics,
-            fetched=sources.get,
-        )
+        decided = {p: records for p, records in batch.items() if p not in isolated}
+        self._load_keyed(decided)
+        while True:
+            planned = plan_batch(
+                decided,
+                {p: owned.view() for p, owned in self.partitions.items()},
+                gathered=gathered,
+                generation=self.generation,
+                policy=self.policy,
+                rules=self.rules,
+                now=now_rfc3339(),
+                topics=self.topics,
+                fetched=sources.get,
+            )
+            if not isinstance(planned, Load):
+                break
+            self._load(planned)
         if isinstance(planned, Refetch):
             # A rebalance ran while this batch was gathered: the listener runs beside getmany,
             # so the batch may hold records fetched before a restore moved the positions, and
@@ -732,6 +786,64 @@ class ValidatorLoop:
         for partition, records in isolated.items():
             await self._process_isolated(partition, records, sources)
 
+    # -- run states out of memory (config.cache_runs) -----------------------------------------
+
+    def _load_keyed(self, batch: dict[int, list[SourceRecord]]) -> None:
+        """Put back into memory the evicted runs the records' keys name (a record's key is its
+        runId, or intake refuses it before any state is read); ``plan_batch`` answers
+        ``Load`` for any other."""
+        for partition, records in batch.items():
+            owned = self.partitions.get(partition)
+            if owned is None or not owned.evicted:
+                continue
+            wanted: set[str] = set()
+            for record in records:
+                if record.key is None:
+                    continue
+                try:
+                    run_id = record.key.decode()
+                except UnicodeDecodeError:
+                    continue
+                if run_id in owned.evicted:
+                    wanted.add(run_id)
+            if wanted:
+                self._load(Load({partition: frozenset(wanted)}))
+
+    def _load(self, load: Load) -> None:
+        """The evicted states ``load`` names, from the local store back into memory."""
+        assert self.store is not None
+        for partition, run_ids in load.runs.items():
+            owned = self.partitions[partition]
+            for run_id in run_ids:
+                raw = self.store.get(partition, run_id)
+                state = None if raw is None else decode_state(run_id, raw)
+                if state is None:  # we wrote it: a bug; the batch fails and is taken again
+                    raise RuntimeError(
+                        f"validator: an evicted run state of partition {partition} is unreadable"
+                    )
+                owned.evicted.discard(run_id)
+                owned.runs[run_id] = state
+                self.loads += 1
+
+    def _evict(self, partition: int) -> None:
+        """Keep at most this partition's share of ``cache_runs`` states in memory: the least
+        recently changed clean ones go to the local store, encoded as the changelog holds
+        them."""
+        owned = self.partitions.get(partition)
+        if self.store is None or owned is None:
+            return
+        share = max(1, -(-self.config.cache_runs // max(1, len(self.partitions))))
+        victims = owned.evictable(len(owned.runs) - share)
+        if not victims:
+            return
+        self.store.put_many(
+            partition, [(run_id, encode_state(owned.runs[run_id])) for run_id in victims]
+        )
+        for run_id in victims:
+            del owned.runs[run_id]
+            owned.evicted.add(run_id)
+        self.evictions += len(victims)
+
     def _settle(self, plan: PartitionPlan, failure: BaseException | None) -> None:
         """After a partition's commit: keep its plan, or drop the partition (fenced: another
         member owns it now; failed: take it again, which rebuilds its state from the log)."""
@@ -745,6 +857,7 @@ class ValidatorLoop:
             self.failures.pop(plan.partition, None)
             for outcome, code in plan.counts:
                 self.metrics.count(outcome, code)
+            self._evict(plan.partition)
             for run_id, sequence, drift in plan.drifts:
                 log.warning(
                     "envelope_schema_version_drift run=%s sequence=%d from=%d",
@@ -936,17 +1049,22 @@ class ValidatorLoop:
             owned = self.partitions.get(partition)
             if owned is None:
                 return  # fenced or failed meanwhile: it is being taken again
-            planned = plan_batch(
-                {partition: [record]},
-                {partition: owned.view()},
-                gathered=0,
-                generation=0,
-                policy=self.policy,
-                rules=self.rules,
-                now=now_rfc3339(),
-                topics=self.topics,
-                fetched=sources.get,
-            )
+            self._load_keyed({partition: [record]})
+            while True:
+                planned = plan_batch(
+                    {partition: [record]},
+                    {partition: owned.view()},
+                    gathered=0,
+                    generation=0,
+                    policy=self.policy,
+                    rules=self.rules,
+                    now=now_rfc3339(),
+                    topics=self.topics,
+                    fetched=sources.get,
+                )
+                if not isinstance(planned, Load):
+                    break
+                self._load(planned)
             assert not isinstance(planned, Refetch)
             [plan] = planned
             [failure] = await self._commit([plan])
@@ -1064,6 +1182,16 @@ class ValidatorLoop:
             "taken the partition over (its producer was fenced).",
             "# TYPE a2ui_validator_fenced_total counter",
             f"a2ui_validator_fenced_total {self.fenced}",
+            "# HELP a2ui_validator_run_states_in_memory Run states held in memory, of all held "
+            "(A2UI_STREAM_VALIDATOR_CACHE_RUNS bounds it; the rest wait in the local store).",
+            "# TYPE a2ui_validator_run_states_in_memory gauge",
+            "a2ui_validator_run_states_in_memory "
+            f"{sum(len(owned.runs) for owned in self.partitions.values())}",
+            "# HELP a2ui_validator_run_state_moves_total Run states moved out of memory to "
+            "the local store (evicted) and back (loaded).",
+            "# TYPE a2ui_validator_run_state_moves_total counter",
+            f'a2ui_validator_run_state_moves_total{{way="evicted"}} {self.evictions}',
+            f'a2ui_validator_run_state_moves_total{{way="loaded"}} {self.loads}',
             "# HELP a2ui_validator_partitions Admission partitions this validator decides for.",
             "# TYPE a2ui_validator_partitions gauge",
             f"a2ui_validator_partitions {len(self.partitions)}",

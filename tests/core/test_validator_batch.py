@@ -18,6 +18,7 @@ from app.core.run_state import RunState
 from app.core.validator import Append, AppendMany, Reject, SourceRecord, validate
 from app.core.validator_batch import (
     SOURCE_HEADER,
+    Load,
     PartitionPlan,
     PartitionState,
     Refetch,
@@ -215,3 +216,38 @@ def test_a_fork_source_is_the_source_runs_events_in_sequence_order() -> None:
     assert [e["sequence"] for e in fork_events(source, records)] == [0, 1]
     assert source_of([("x", b"1"), (SOURCE_HEADER, b"2:17")]) == (2, 17)
     assert source_of(None) is None
+
+
+def test_a_record_for_an_evicted_run_waits_for_its_state() -> None:
+    """Issue 15: a run whose state the shell keeps out of memory (``PartitionState.evicted``)
+    is never decided as a run with no recorded event: the batch answers ``Load`` (nothing
+    decided, nothing written) until the state is back in ``runs``; then it decides as if the
+    state had never left. The shell loads by record key first; a keyless record is this
+    path."""
+    records = _admission()[0]
+    p = records[0].partition
+    *before, last = records
+    [plan] = _plan({p: before}, {p: _fresh()})
+    run_id = orjson.loads(last.value)["runId"]
+    assert run_id in plan.runs
+    keyless = SourceRecord("adm", p, last.offset, None, last.value)
+    state = dict(plan.runs)
+    evicted = PartitionState(
+        {k: v for k, v in state.items() if k != run_id}, last.offset, evicted={run_id}
+    )
+    answer = plan_batch(
+        {p: [keyless]},
+        {p: evicted},
+        gathered=1,
+        generation=1,
+        policy=POLICY,
+        rules=RULES,
+        now=NOW,
+        topics=TOPICS,
+    )
+    assert answer == Load({p: frozenset({run_id})})
+    loaded = PartitionState(state, last.offset, evicted=set())
+    held = PartitionState(state, last.offset)
+    [decided] = _plan({p: [keyless]}, {p: loaded})
+    assert (decided,) == _plan({p: [keyless]}, {p: held})
+    assert decided.sends and decided.counts == (("admitted", None),)

@@ -537,3 +537,40 @@ async def test_a_record_the_log_will_not_take_becomes_unrecordable(stage: Stage)
         orjson.loads(r.value) for p in range(PARTITIONS) for r in stage.kafka.visible(LOG, p)
     ]
     assert event["sequence"] == 0 and event["causationId"] == after["envelope"]["correlationId"]
+
+
+@pytest.mark.parametrize("transactions", ["on", "off"])
+async def test_a_bounded_state_cache_decides_as_the_unbounded_one(
+    stage: Stage, transactions: str, tmp_path: Any
+) -> None:
+    """Issue 15: the validator keeps at most ``cache_runs`` run states in memory and the other
+    clean ones in its local store (app.shell.validator_store), loaded back when a record for
+    them comes. With a bound far below the runs in play (one state per partition), every
+    record still gets exactly the outcome the unbounded validator gives (the oracle's
+    accounting: a state lost on the way would restart its run at sequence 0), states went out
+    and came back, and a restart restores and evicts again. Fails with the loads switched off
+    (the evicted runs then decide as new runs)."""
+    config = replace(
+        _config("w1", transactions), cache_runs=PARTITIONS, state_dir=str(tmp_path / "states")
+    )
+    records = _corpus(21, runs=12, per_run=20)
+    async with stage.member(config) as w1:
+        await w1.member.assign(_tps())
+        await until(lambda: len(w1.partitions) == PARTITIONS, "w1 restored")
+        for i in range(0, len(records), 20):
+            stage.publish(records[i : i + 20])
+            await until(stage.decided, "every record decided")
+        assert w1.evictions > 0 and w1.loads > 0, (w1.evictions, w1.loads)
+        held = sum(owned.held for owned in w1.partitions.values())
+        in_memory = sum(len(owned.runs) for owned in w1.partitions.values())
+        assert held == 12 and in_memory < held  # every run held, most of them out of memory
+    _clean(stage.account())
+    async with stage.member(replace(config, transactional_id="app-validator-w2")) as w2:
+        await w2.member.assign(_tps())
+        await until(lambda: len(w2.partitions) == PARTITIONS, "w2 restored")
+        assert sum(owned.held for owned in w2.partitions.values()) == 12
+        more = _corpus(22, runs=4, per_run=10) + records[:20]  # old runs again (duplicates)
+        stage.publish(more)
+        await until(stage.decided, "every record decided by w2")
+        assert w2.loads > 0
+    _clean(stage.account())
