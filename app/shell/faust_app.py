@@ -26,10 +26,11 @@ from aiohttp.web import AppRunner
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from app import __version__
-from app.core.discovery import DiscoveryConfig
+from app.core.discovery import DiscoveryConfig, serves_envelope_accept
 from app.core.host_commands import FIXTURES
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
+from app.core.routes import ROUTES, served
 from app.core.topic_plan import TopicSpec
 from app.shell import log_safety
 from app.shell.gateway_key import gateway_key
@@ -128,6 +129,18 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     """Build the Faust app for ``bootstrap`` with every topic declared as raw bytes. Raises
     ``OperatorError`` for settings that would expose the API (``check_exposure``)."""
     check_exposure(settings)
+    discovery = DiscoveryConfig(
+        floor=settings.floor,
+        strictness=settings.strictness,
+        seams=settings.seams,
+        delta_transport=settings.delta_transport,
+        # §12/§16a: the fixtures are served and advertised only where the seams are.
+        fixtures=FIXTURES if settings.seams else (),
+        version=__version__,
+    )
+    # the routes served at this configuration (app.core.routes): the guard, the dispatcher
+    # and the OpenAPI document read the same table
+    routes = served(ROUTES, seams=settings.seams, envelope_accept=serves_envelope_accept(discovery))
     _quiet_payload_loggers()
     log_safety.install()  # a producer's bytes in a log argument cannot start a line of its own
     group_timeouts: dict[str, Any] = (
@@ -153,6 +166,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
                 request_guard(
                     loopback_only=not settings.http_auth,
                     max_record_bytes=settings.max_record_bytes,
+                    routes=routes,
                 )
             ],
         },
@@ -263,36 +277,26 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         validator_group=f"{settings.app_id}-validator",
     )
     streams = RunStreams(index, DeltaMemo(rules), settings.sse_keepalive_seconds)
-    HttpApi(
+    api = HttpApi(
         index=index,
         ownership=ownership,
         forwarder=forwarder,
         gateway=gateway,
         streams=streams,
-        discovery=DiscoveryConfig(
-            floor=settings.floor,
-            strictness=settings.strictness,
-            seams=settings.seams,
-            delta_transport=settings.delta_transport,
-            # §12/§16a: the fixtures are served and advertised only where the seams are.
-            fixtures=FIXTURES if settings.seams else (),
-            version=__version__,
-        ),
+        discovery=discovery,
         tokens=settings.http_tokens,
         auth=settings.http_auth,
-        seams=settings.seams,
         delta_transport=settings.delta_transport,
         wait_seconds=settings.http_wait_seconds,
         max_record_bytes=settings.max_record_bytes,
         read_timeout=settings.http_read_timeout_seconds,
-    ).register(app)
-    # the live surface viewer at /ui/ (docs/viewer.md)
-    register_viewer(app, index, settings, ownership, forwarder)
+        routes=routes,
+    )
     app.service(_http_service(index, gateway, ownership, forwarder))
     metrics.extra.append(lambda: _http_metrics(index, streams, ownership, forwarder))
+    web = app.web
 
-    @app.page("/health")
-    async def health(web: Any, request: Any) -> Any:
+    async def health(request: Any) -> Any:
         return web.json(
             {
                 "status": "ok",
@@ -303,10 +307,12 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             }
         )
 
-    @app.page("/metrics")
-    async def metrics_page(web: Any, request: Any) -> Any:
+    async def metrics_page(request: Any) -> Any:
         return web.text(metrics.render(), content_type="text/plain; version=0.0.4")
 
+    # every route through the one dispatcher; the viewer at /ui/ (docs/viewer.md)
+    viewer = register_viewer(index, settings, ownership, forwarder)
+    api.register(app, {**viewer, "health": health, "metrics": metrics_page})
     return app, stream_topics
 
 

@@ -44,12 +44,15 @@ import hmac
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import faust
 import orjson
 from aiohttp import web
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from app.core.actions import check_action
 from app.core.discovery import HEADERS as DISCOVERY_HEADERS
@@ -57,7 +60,6 @@ from app.core.discovery import (
     DiscoveryConfig,
     document_for,
     serves_delta_transport,
-    serves_envelope_accept,
 )
 from app.core.envelope_accept import SEAM_RUN, Admit, decide_accept, outcome_of
 from app.core.http_admission import (
@@ -77,8 +79,10 @@ from app.core.http_errors import HttpError, error
 from app.core.http_guard import RequestHead, check_request
 from app.core.http_snapshot import SNAPSHOT_EVENT_TYPES, snapshot
 from app.core.keys import partition_for_run
+from app.core.openapi import document
 from app.core.ownership import FORWARDED_HEADER, Forward, Local, route
 from app.core.refusal import Violation
+from app.core.routes import ROUTES, NotRouted, Route, WrongMethod, match
 from app.core.run_lifecycle import lineage_of
 from app.core.run_list import ListQuery, Row, merge, parse_list_query, rows_after
 from app.core.stream_modes import (
@@ -91,7 +95,6 @@ from app.core.wire_ids import (
     no_endpoint_message,
     project_run_id,
     split_run_path,
-    unproject_run_id,
 )
 from app.shell.http_forward import Forwarder
 from app.shell.http_gateway import AdmissionGateway, Published
@@ -104,7 +107,6 @@ __all__ = ["HttpApi", "request_guard"]
 
 log = logging.getLogger("a2ui_stream.http")
 
-Handler = Callable[[web.Request, str, str], Awaitable[web.StreamResponse]]
 Middleware = Callable[
     [web.Request, Callable[[web.Request], Awaitable[web.StreamResponse]]],
     Awaitable[web.StreamResponse],
@@ -121,11 +123,38 @@ def _error(failure: HttpError, headers: dict[str, str] | None = None) -> web.Res
     return _json(failure.status, failure.body, headers)
 
 
-def request_guard(*, loopback_only: bool, max_record_bytes: int) -> Middleware:
-    """The web app's one middleware: every request meets ``app.core.http_guard`` before any
-    route handler (ours, the viewer's, /health, /metrics) runs, and the web server's own
-    refusals (no such route, a body beyond ``client_max_size``) are OpenWOP error envelopes
-    instead of aiohttp's plain text. ``loopback_only`` is the laptop mode (auth off)."""
+def _wrong_method(allowed: tuple[str, ...]) -> web.Response:
+    """405 with the methods the path takes (RFC 9110 §15.5.6: Allow lists them)."""
+    allow = ", ".join(sorted(set(allowed)))
+    return _json(
+        405, {"error": "validation_error", "message": f"use {allow} here"}, {"Allow": allow}
+    )
+
+
+@dataclass(frozen=True)
+class Call:
+    """What the dispatcher read for a handler: the route, the path's decoded parameters
+    (``runId``, ``nodeId``, ...), and for a route that takes a body its bytes (``raw``) and,
+    for a JSON route, its value after intake (``body``)."""
+
+    route: Route
+    params: Mapping[str, str]
+    raw: bytes = b""
+    body: Any = None
+
+
+Handler = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
+PlainHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def request_guard(
+    *, loopback_only: bool, max_record_bytes: int, routes: tuple[Route, ...]
+) -> Middleware:
+    """The web app's one middleware: every request meets ``app.core.http_guard`` before the
+    dispatcher (``HttpApi.dispatch``: ours, the viewer's, /health, /metrics) runs, and the web
+    server's own refusals (a body beyond ``client_max_size``) are OpenWOP error envelopes
+    instead of aiohttp's plain text. ``loopback_only`` is the laptop mode (auth off);
+    ``routes`` the served route table (a path none serves is exempt from the content type)."""
 
     @web.middleware
     async def guard(
@@ -137,8 +166,10 @@ def request_guard(*, loopback_only: bool, max_record_bytes: int) -> Middleware:
             request.headers.get("Host"),
             request.headers.get("Origin"),
             request.headers.get("Content-Type"),
-            # a path no route serves: the handler raises HTTPNotFound, answered below
-            routed=not isinstance(request.match_info.http_exception, web.HTTPNotFound),
+            # a path no route serves is answered 404 by the dispatcher, whatever its type
+            routed=not isinstance(
+                match(routes, request.method, request.rel_url.raw_path), NotRouted
+            ),
         )
         refused = check_request(head, loopback_only=loopback_only)
         if refused is not None:
@@ -147,15 +178,10 @@ def request_guard(*, loopback_only: bool, max_record_bytes: int) -> Middleware:
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
             return _error(body_too_large(request.content_length, max_bytes=max_record_bytes))
-        except web.HTTPNotFound:
+        except web.HTTPNotFound:  # the dispatcher's catch-all takes every path: a safety net
             return _error(error("not_found", f"no endpoint {request.path[:200]}"))
-        except web.HTTPMethodNotAllowed as exc:
-            allowed = ", ".join(sorted(exc.allowed_methods))
-            return _json(
-                405,
-                {"error": "validation_error", "message": f"use {allowed} here"},
-                {"Allow": allowed},
-            )
+        except web.HTTPMethodNotAllowed as exc:  # and every method: a safety net too
+            return _wrong_method(tuple(exc.allowed_methods))
 
     return guard
 
@@ -172,11 +198,11 @@ class HttpApi:
         discovery: DiscoveryConfig,
         tokens: tuple[str, ...],
         auth: bool,
-        seams: bool,
         delta_transport: bool,
         wait_seconds: float,
         max_record_bytes: int,
         read_timeout: float,
+        routes: tuple[Route, ...],
     ) -> None:
         self.index = index
         self.ownership = ownership
@@ -186,36 +212,89 @@ class HttpApi:
         self.discovery = discovery
         self.tokens = tuple(t.encode() for t in tokens)
         self.auth = auth
-        self.seams = seams
         # served only where discovery advertises it (the one predicate of app.core.discovery)
         self.delta_transport = delta_transport and serves_delta_transport(discovery)
         self.wait_seconds = wait_seconds
         self.max_record_bytes = max_record_bytes
         self.read_timeout = read_timeout
+        self.routes = routes  # served at this configuration (app.core.routes.served)
+        self.openapi_document = document(routes, version=discovery.version)
+        self.handlers: dict[str, Handler] = self._handlers()
 
     # -- registration ---------------------------------------------------------------------------
 
-    def register(self, app: faust.App) -> None:
-        api = self
+    def _handlers(self) -> dict[str, Handler]:
+        """Each route's handler by its name in the table (app.core.routes.ROUTES)."""
+        handlers: dict[str, Handler] = {
+            "discover": self.discover,
+            "openapi": self.openapi,
+            "list_runs": self.list_runs,
+            "create_run": self.create_run,
+            "poll_events": self._poll,
+            "v1_emit_surface": self.v1_seam,
+            "v1_accept_envelope": self.v1_accept_seam,
+            "v2_emit_surface": self.v2_seam,
+        }
+        for key, prefix, v1 in (("", "/runs/", False), ("v1_", "/v1/runs/", True)):
+            handlers[f"{key}get_run"] = partial(self._status, v1=v1)
+            handlers[f"{key}run_events"] = partial(self._events, v1=v1)
+            handlers[f"{key}fork_run"] = partial(self._fork, prefix=prefix)
+            handlers[f"{key}post_envelope"] = self._envelopes
+            handlers[f"{key}cancel_run"] = self._cancel
+            handlers[f"{key}resolve_interrupt"] = self._resolve
+            handlers[f"{key}submit_action"] = self._actions
+            handlers[f"{key}no_run_endpoint"] = partial(self._no_run_endpoint, prefix=prefix)
+        return handlers
 
-        def view(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> type:
-            class _View(faust.web.View):
-                async def get(self, request: web.Request, **_: Any) -> web.StreamResponse:
-                    return await handler(request)
+    def register(self, app: faust.App, others: Mapping[str, PlainHandler]) -> None:
+        """Serve every route of the table through ``dispatch``: one aiohttp route that takes
+        every path and method (aiohttp matches a decoded path; a runId needs the raw one).
+        ``others``: the handlers of the routes served outside this module (the viewer's,
+        /health, /metrics), which read nothing but the request."""
+        for name, plain in others.items():
+            self.handlers[name] = _taking_request(plain)
+        missing = sorted({r.name for r in self.routes} - set(self.handlers))
+        if missing:  # a route in the table that nothing answers: a bug, found at start
+            raise RuntimeError(f"routes without a handler: {', '.join(missing)}")
+        server = app.web
+        if not isinstance(server, AiohttpWeb):  # the worker's web server is aiohttp's
+            raise TypeError(f"an aiohttp web server is needed, not {type(server).__name__}")
+        server.web_app.router.add_route("*", "/{tail:.*}", self.dispatch)
 
-                async def post(self, request: web.Request, **_: Any) -> web.StreamResponse:
-                    return await handler(request)
-
-            _View.__name__ = handler.__name__
-            return _View
-
-        app.page("/.well-known/openwop")(view(api.discover))
-        app.page("/runs")(view(api.runs_root))
-        app.page("/runs/{tail:.+}")(view(api.runs_v2))
-        app.page("/v1/runs/{tail:.+}")(view(api.runs_v1))
-        app.page("/v1/host/sample/a2ui/emit-surface")(view(api.v1_seam))
-        app.page("/v1/host/sample/envelope/accept")(view(api.v1_accept_seam))
-        app.page("/conformance/seams/sample/a2ui/emit-surface")(view(api.v2_seam))
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        """The one preamble of every route, in this order: the route (404 for a path none
+        serves, whatever the method), the bearer token (401), the method (405 with Allow), the
+        run's owner (forwarded, or 503 while it has none: issue 15 item 2), the body (read
+        within the read timeout; a JSON route's after intake), then the route's handler."""
+        found = match(self.routes, request.method, request.rel_url.raw_path, known=ROUTES)
+        if isinstance(found, NotRouted):
+            message = found.absent or f"no endpoint {request.path[:200]}"
+            return _error(error("not_found", message))
+        route = found.route
+        if route.auth == "bearer":
+            denied = self._unauthenticated(request)
+            if denied is not None:
+                return denied
+        if isinstance(found, WrongMethod):
+            return _wrong_method(found.allow)
+        # the viewer's handlers read their parameters from match_info, as aiohttp fills it
+        request.match_info.update(found.params)
+        call = Call(route, found.params)
+        if route.owner:
+            elsewhere = await self._owner_route(request, found.params["runId"])
+            if elsewhere is not None:
+                return elsewhere
+        if route.body != "none":
+            raw = await self._raw_body(request)
+            if isinstance(raw, web.Response):
+                return raw
+            body = None
+            if route.body == "json":
+                body = read_json_body(raw, max_bytes=self.max_record_bytes)
+                if isinstance(body, HttpError):
+                    return _error(body)
+            call = Call(route, found.params, raw, body)
+        return await self.handlers[route.name](request, call)
 
     # -- shared checks --------------------------------------------------------------------------
 
@@ -256,14 +335,6 @@ class HttpApi:
             )
             response.force_close()  # the rest of the body, if it ever comes, is not read
             return response
-
-    async def _body(self, request: web.Request) -> Any | web.Response:
-        """The request body's JSON value, after the Kafka path's intake (app.core.intake)."""
-        raw = await self._raw_body(request)
-        if isinstance(raw, web.Response):
-            return raw
-        body = read_json_body(raw, max_bytes=self.max_record_bytes)
-        return _error(body) if isinstance(body, HttpError) else body
 
     async def _owner_route(
         self, request: web.Request, run_id: str, body: bytes | None = None
@@ -325,15 +396,6 @@ class HttpApi:
             if partition_for_run(candidate, self.index.partitions) in mine:
                 return candidate
 
-    def _method(self, request: web.Request, allowed: str) -> web.Response | None:
-        if request.method in (allowed, "HEAD" if allowed == "GET" else allowed):
-            return None
-        return _json(
-            405,
-            {"error": "validation_error", "message": f"use {allowed} here"},
-            {"Allow": allowed},
-        )
-
     async def _lookup(self, run_id: str) -> RunLog | web.Response:
         """The run as this worker's log tail holds it, read up to the log's end before
         answering "not found" (another worker may have just recorded it). A 404 only when
@@ -351,53 +413,28 @@ class HttpApi:
 
     # -- discovery ------------------------------------------------------------------------------
 
-    async def discover(self, request: web.Request) -> web.StreamResponse:
-        document = document_for(request.headers.get("OpenWOP-Version"), self.discovery)
-        return _json(200, document, dict(DISCOVERY_HEADERS))
+    async def discover(self, request: web.Request, call: Call) -> web.StreamResponse:
+        found = document_for(request.headers.get("OpenWOP-Version"), self.discovery)
+        return _json(200, found, dict(DISCOVERY_HEADERS))
+
+    async def openapi(self, request: web.Request, call: Call) -> web.StreamResponse:
+        """``GET /v1/openapi.json`` (rest-endpoints.md; no auth): the served routes."""
+        return _json(200, self.openapi_document)
 
     # -- /runs/... and /v1/runs/... -------------------------------------------------------------
 
-    async def runs_v2(self, request: web.Request) -> web.StreamResponse:
-        return await self._runs(request, "/runs/", v1=False)
-
-    async def runs_v1(self, request: web.Request) -> web.StreamResponse:
-        return await self._runs(request, "/v1/runs/", v1=True)
-
-    async def _runs(self, request: web.Request, prefix: str, *, v1: bool) -> web.StreamResponse:
-        denied = self._unauthenticated(request)
-        if denied is not None:
-            return denied
+    async def _no_run_endpoint(
+        self, request: web.Request, call: Call, *, prefix: str
+    ) -> web.StreamResponse:
+        """Any other path under ``/runs/`` or ``/v1/runs/``: 404, saying how to write it."""
         split = split_run_path(request.rel_url.raw_path, prefix)
         if split is None:
             return _error(error("not_found", "no such run path (is the runId well formed?)"))
         run_id, rest = split
-        elsewhere = await self._owner_route(request, run_id)
-        if elsewhere is not None:
-            return elsewhere
-        if rest == "/events":
-            return await self._events(request, run_id, v1=v1)
-        if rest == "/events/poll" and not v1:
-            return await self._poll(request, run_id)
-        if rest == "":
-            return await self._status(request, run_id, v1=v1)
-        if rest == ":fork":
-            return await self._fork(request, run_id, prefix)
-        if rest == "/envelopes":
-            return await self._envelopes(request, run_id)
-        if rest == "/cancel":
-            return await self._cancel(request, run_id)
-        if rest == "/actions":
-            return await self._actions(request, run_id)
-        if rest.startswith("/interrupts/") and len(rest) > len("/interrupts/"):
-            node = unproject_run_id(rest[len("/interrupts/") :])
-            if node is not None:
-                return await self._resolve(request, run_id, node)
         return _error(error("not_found", no_endpoint_message(prefix, run_id, rest)))
 
-    async def _status(self, request: web.Request, run_id: str, *, v1: bool) -> web.StreamResponse:
-        wrong = self._method(request, "GET")
-        if wrong is not None:
-            return wrong
+    async def _status(self, request: web.Request, call: Call, *, v1: bool) -> web.StreamResponse:
+        run_id = call.params["runId"]
         run = await self._lookup(run_id)
         if isinstance(run, web.Response):
             return run
@@ -408,10 +445,8 @@ class HttpApi:
         events = (e.event for e in run.events if e.type in SNAPSHOT_EVENT_TYPES)
         return snapshot(run.run_id, run.status, run.last_sequence, events, major=major)
 
-    async def _events(self, request: web.Request, run_id: str, *, v1: bool) -> web.StreamResponse:
-        wrong = self._method(request, "GET")
-        if wrong is not None:
-            return wrong
+    async def _events(self, request: web.Request, call: Call, *, v1: bool) -> web.StreamResponse:
+        run_id = call.params["runId"]
         # §9: the query gates run before content negotiation, Last-Event-ID after authorization.
         modes = parse_stream_mode(request.query.get("streamMode"))
         if isinstance(modes, HttpError):
@@ -438,10 +473,8 @@ class HttpApi:
             )
         return await self.streams.sse(request, run, modes=modes, after=after, delta=delta)
 
-    async def _poll(self, request: web.Request, run_id: str) -> web.StreamResponse:
-        wrong = self._method(request, "GET")
-        if wrong is not None:
-            return wrong
+    async def _poll(self, request: web.Request, call: Call) -> web.StreamResponse:
+        run_id = call.params["runId"]
         query = parse_poll_query(request.query.get("afterSequence"), request.query.get("timeout"))
         if isinstance(query, HttpError):
             return _error(query)
@@ -492,14 +525,10 @@ class HttpApi:
             )
         )
 
-    async def _envelopes(self, request: web.Request, run_id: str) -> web.StreamResponse:
-        wrong = self._method(request, "POST")
-        if wrong is not None:
-            return wrong
-        raw = await self._raw_body(request)
-        if isinstance(raw, web.Response):
-            return raw
-        built = envelope_request(run_id, raw, max_record_bytes=self.max_record_bytes)
+    async def _envelopes(self, request: web.Request, call: Call) -> web.StreamResponse:
+        built = envelope_request(
+            call.params["runId"], call.raw, max_record_bytes=self.max_record_bytes
+        )
         if isinstance(built, HttpError):
             return _error(built)
         return self._answer(await self._admit(built), style="envelopes")
@@ -532,41 +561,23 @@ class HttpApi:
             {"runId": event["runId"], "sequence": event["sequence"], "eventId": event["eventId"]},
         )
 
-    async def v2_seam(self, request: web.Request) -> web.StreamResponse:
-        return await self._seam(request, v1=False)
+    async def v2_seam(self, request: web.Request, call: Call) -> web.StreamResponse:
+        return await self._seam(request, call, v1=False)
 
-    async def v1_seam(self, request: web.Request) -> web.StreamResponse:
-        return await self._seam(request, v1=True)
+    async def v1_seam(self, request: web.Request, call: Call) -> web.StreamResponse:
+        return await self._seam(request, call, v1=True)
 
-    async def v1_accept_seam(self, request: web.Request) -> web.StreamResponse:
+    async def v1_accept_seam(self, request: web.Request, call: Call) -> web.StreamResponse:
         """The v1 acceptor seam (app.core.envelope_accept): 200 with an EnvelopeOutcome.
         ``gated`` and ``blocked`` are decided from the request; every other envelope is
-        admitted through the production path on the seam's run (forwarded to its owner)."""
-        if not serves_envelope_accept(self.discovery):
-            return _error(
-                error(
-                    "not_found",
-                    "the v1 envelope accept seam is served with A2UI_STREAM_SEAMS=1 at floor 1",
-                )
-            )
-        wrong = self._method(request, "POST")
-        if wrong is not None:
-            return wrong
-        denied = self._unauthenticated(request)
-        if denied is not None:
-            return denied
-        raw = await self._raw_body(request)
-        if isinstance(raw, web.Response):
-            return raw
-        body = read_json_body(raw, max_bytes=self.max_record_bytes)
-        if isinstance(body, HttpError):
-            return _error(body)
-        decided = decide_accept(body)
+        admitted through the production path on the seam's run (forwarded to its owner). Served
+        only where ``serves_envelope_accept`` says (the route table's ``envelope_accept``)."""
+        decided = decide_accept(call.body)
         if isinstance(decided, HttpError):
             return _error(decided)
         if not isinstance(decided, Admit):
             return _json(200, decided)
-        elsewhere = await self._owner_route(request, SEAM_RUN, raw)
+        elsewhere = await self._owner_route(request, SEAM_RUN, call.raw)
         if elsewhere is not None:
             return elsewhere
         built = envelope_request(
@@ -580,26 +591,16 @@ class HttpApi:
         sent = orjson.loads(answer.body) if isinstance(answer.body, bytes) else {}
         return _json(200, outcome_of(answer.status, sent, decided.envelope))
 
-    async def _seam(self, request: web.Request, *, v1: bool) -> web.StreamResponse:
-        if not self.seams:  # §13: 404 means "seam not wired" to the suite
-            return _error(error("not_found", "the conformance seams are off (A2UI_STREAM_SEAMS)"))
-        wrong = self._method(request, "POST")
-        if wrong is not None:
-            return wrong
-        denied = self._unauthenticated(request)
-        if denied is not None:
-            return denied
+    async def _seam(self, request: web.Request, call: Call, *, v1: bool) -> web.StreamResponse:
+        """The emit seams (§13; served only with the seams on: a 404 means "seam not wired" to
+        the suite). The v1 record is assembled by the host from the body's JSON value; the v2
+        body is an admission record already, published as sent."""
         built: AdmissionRequest | HttpError
-        raw = await self._raw_body(request)
-        if isinstance(raw, web.Response):
-            return raw
+        raw = call.raw
         if v1:
-            body = read_json_body(raw, max_bytes=self.max_record_bytes)
-            if isinstance(body, HttpError):
-                return _error(body)
             nonce = uuid.uuid4().hex
             built = v1_seam_request(
-                body,
+                call.body,
                 envelope_id=f"env-{nonce}",
                 correlation_id=f"corr-{nonce}",
                 now=now_rfc3339(),
@@ -616,13 +617,8 @@ class HttpApi:
 
     # -- fork -------------------------------------------------------------------------------------
 
-    async def _fork(self, request: web.Request, run_id: str, prefix: str) -> web.StreamResponse:
-        wrong = self._method(request, "POST")
-        if wrong is not None:
-            return wrong
-        body = await self._body(request)
-        if isinstance(body, web.Response):
-            return body
+    async def _fork(self, request: web.Request, call: Call, *, prefix: str) -> web.StreamResponse:
+        run_id, body = call.params["runId"], call.body
         source = await self._lookup(run_id)
         if isinstance(source, web.Response):
             return source
@@ -699,15 +695,9 @@ class HttpApi:
             return _error(error("internal_error", "the recorded command is not readable yet"))
         return result, run
 
-    async def runs_root(self, request: web.Request) -> web.StreamResponse:
-        """``/runs``: GET lists the runs (RFC 0182), POST creates one."""
-        if request.method in ("GET", "HEAD"):
-            return await self.list_runs(request)
-        return await self.create_run(request)
-
     # -- GET /runs: the listing, gathered from every partition's owner ------------------------
 
-    async def list_runs(self, request: web.Request) -> web.StreamResponse:
+    async def list_runs(self, request: web.Request, call: Call) -> web.StreamResponse:
         """One page of the deployment's runs (app.core.run_list: newest first, keyset cursor),
         behind the same bearer rule as every run read (every token reads every run until
         tenant scoping, issue 18). Each owner lists the partitions it owns and has read; this
@@ -715,9 +705,6 @@ class HttpApi:
         listing answers its own rows only), and answers only when the answers cover every
         partition: while one has no ready owner or its owner does not answer (a rebalance),
         503 with Retry-After after A2UI_STREAM_HTTP_WAIT_SECONDS, never a partial page."""
-        denied = self._unauthenticated(request)
-        if denied is not None:
-            return denied
         q = request.query
         query = parse_list_query(
             q.get("limit"), q.get("cursor"), q.get("workflowId"), q.get("status")
@@ -788,25 +775,14 @@ class HttpApi:
             rows.append(Row(updated, run_id, doc))
         return rows, False
 
-    async def create_run(self, request: web.Request) -> web.StreamResponse:
-        wrong = self._method(request, "POST")
-        if wrong is not None:
-            return wrong
-        denied = self._unauthenticated(request)
-        if denied is not None:
-            return denied
-        raw = await self._raw_body(request)
-        if isinstance(raw, web.Response):
-            return raw
-        body = read_json_body(raw, max_bytes=self.max_record_bytes)
-        if isinstance(body, HttpError):
-            return _error(body)
+    async def create_run(self, request: web.Request, call: Call) -> web.StreamResponse:
+        body = call.body
         if not isinstance(body, dict) or not isinstance(body.get("workflowId"), str):
             return _error(error("validation_error", "the body is {workflowId}"))
         workflow = body["workflowId"]
         if workflow not in self.discovery.fixtures and workflow.startswith("conformance-"):
             return _error(error("not_found", f"no fixture workflow {workflow!r} on this host"))
-        run_id = await self._created_run_id(request, raw)
+        run_id = await self._created_run_id(request, call.raw)
         if not isinstance(run_id, str):
             return run_id
         done = await self._command(run_id, {"type": "run.create", "workflowId": workflow})
@@ -846,10 +822,8 @@ class HttpApi:
                 return self._unavailable("no worker owns a partition to create the run on")
             await self.ownership.changed(min(remaining, 0.05))
 
-    async def _cancel(self, request: web.Request, run_id: str) -> web.StreamResponse:
-        wrong = self._method(request, "POST")
-        if wrong is not None:
-            return wrong
+    async def _cancel(self, request: web.Request, call: Call) -> web.StreamResponse:
+        run_id = call.params["runId"]
         found = await self._lookup(run_id)
         if isinstance(found, web.Response):
             return found
@@ -858,13 +832,8 @@ class HttpApi:
             return done
         return _json(200, {"runId": run_id, "status": done[1].status})
 
-    async def _resolve(self, request: web.Request, run_id: str, node: str) -> web.StreamResponse:
-        wrong = self._method(request, "POST")
-        if wrong is not None:
-            return wrong
-        body = await self._body(request)
-        if isinstance(body, web.Response):
-            return body
+    async def _resolve(self, request: web.Request, call: Call) -> web.StreamResponse:
+        run_id, node, body = call.params["runId"], call.params["nodeId"], call.body
         if not isinstance(body, dict) or "resumeValue" not in body:
             return _error(error("validation_error", "the body is {resumeValue}"))
         run = await self._lookup(run_id)
@@ -882,13 +851,8 @@ class HttpApi:
             return done
         return _json(200, {"runId": run_id, "nodeId": node, "status": done[1].status})
 
-    async def _actions(self, request: web.Request, run_id: str) -> web.StreamResponse:
-        wrong = self._method(request, "POST")
-        if wrong is not None:
-            return wrong
-        body = await self._body(request)
-        if isinstance(body, web.Response):
-            return body
+    async def _actions(self, request: web.Request, call: Call) -> web.StreamResponse:
+        run_id, body = call.params["runId"], call.body
         run = await self._lookup(run_id)
         if isinstance(run, web.Response):
             return run
@@ -919,6 +883,15 @@ class HttpApi:
             201,
             {"runId": run_id, "sequence": event["sequence"], "eventId": event["eventId"]},
         )
+
+
+def _taking_request(handler: PlainHandler) -> Handler:
+    """A handler that reads only the request (the viewer's, /health, /metrics)."""
+
+    async def handle(request: web.Request, call: Call) -> web.StreamResponse:
+        return await handler(request)
+
+    return handle
 
 
 def _owner_page(rows: list[Row], more: bool, served: set[int]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ the OpenWOP HTTP API (``/v1/runs/{runId}/events?a2uiDelta=1``) and sends actions
 ``POST /runs/{runId}/actions``. Decisions (asset names, the security policy, the listing) come
 from ``app.core.viewer_index``.
 
-Routes:
+Routes (their table is app.core.routes; the dispatcher is app.shell.http_api's):
   GET /ui, /ui/                the index of recent runs (the page)
   GET /ui/runs/{runId}         one run's live surfaces (the page; runId in its projected form)
   GET /ui/assets/{name}        the built script, stylesheet and source maps
@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-import faust
 import orjson
 from aiohttp import web
 
@@ -221,9 +220,11 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.
 
 
 def register(
-    app: faust.App, index: Runs, settings: Settings, owners: Owners, gatherer: Gatherer
-) -> ViewerPages:
-    """Add the viewer's routes to the worker's web server."""
+    index: Runs, settings: Settings, owners: Owners, gatherer: Gatherer
+) -> dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]]:
+    """The viewer's handlers by their route's name in the route table (app.core.routes: the
+    paths, the methods and the bearer rule of ``/ui/api/runs`` are there; the dispatcher in
+    app.shell.http_api serves them)."""
     pages = ViewerPages(
         index,
         auth=settings.http_auth,
@@ -232,18 +233,10 @@ def register(
         gatherer=gatherer,
         worker_id=settings.worker_id,
     )
-
-    def view(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> type:
-        class _View(faust.web.View):
-            async def get(self, request: web.Request, **_: Any) -> web.StreamResponse:
-                return await handler(request)
-
-        _View.__name__ = f"viewer_{handler.__name__}"
-        return _View
-
-    app.page("/ui")(view(pages.redirect))
-    app.page("/ui/")(view(pages.page))
-    app.page("/ui/runs/{tail:.+}")(view(pages.page))
-    app.page("/ui/assets/{name}")(view(pages.asset))
-    app.page("/ui/api/runs")(view(pages.runs))
-    return pages
+    return {
+        "viewer_redirect": pages.redirect,
+        "viewer_index": pages.page,
+        "viewer_run": pages.page,
+        "viewer_asset": pages.asset,
+        "viewer_runs": pages.runs,
+    }
