@@ -15,11 +15,17 @@ consumers:
   request/answer pair repeats without a change; docs/projection.md); a request the previous
   owner answered too gets a second full frame, which is idempotent for the subscriber.
 
-For each recorded event it calls ``app.core.projector_runs.fold_run`` and, for each surface
-change, ``app.core.frames.plan`` with the subscribers of that run, then writes each frame to its
-subscriber's topic, keyed ``runId/surfaceId``. Frames are delivered at least once: the log
-offset is committed after the sends, and a repeated delta fails the client's base check and
-brings a resync, a repeated full frame is idempotent.
+A thin driver (issue 15 item 5; the validator's split, ``app.shell.validator_loop``): every
+decision is ``app.core.projector_batch``'s. Per batch the loop fetches, decodes
+(``projector_batch.decode``), rebuilds the runs the core names as missing (``needed_runs``; the
+only I/O of the step), calls ``projector_batch.plan_batch`` once with the cache and performs
+what it returns: it keeps the plan's runs and cursors in the cache, writes each frame to its
+subscriber's topic (keyed ``runId/surfaceId``), commits the plan's log offsets and evicts the
+runs the plan names; a batch gathered across a rebalance or a take is fetched again from the
+positions the plan gives. A resync request and a late subscriber's catch-up are the same split
+(``projector_runs.answer_resync``, ``projector_runs.plan_catch_up``). Frames are delivered at
+least once: the log offset is committed after the sends, and a repeated delta fails the
+client's base check and brings a resync, a repeated full frame is idempotent.
 
 Bounded (issue 15 item 3): the projector holds surfaces only for the log partitions it owns,
 and of those only the runs of a bounded LRU cache (``A2UI_STREAM_PROJECTOR_CACHE_SURFACES``
@@ -43,7 +49,7 @@ import contextlib
 import logging
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,24 +57,31 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
-from app.core import frames
+from app.core import frames, projector_batch, projector_runs
 from app.core.keys import partition_for_run, run_of_log_key
 from app.core.policy import HostPolicy
-from app.core.projector_runs import RunSurfaces, complete_prefix, empty_run, fold_run, rebuild_run
-from app.core.redaction import Secrets, prepare
-from app.core.subscriber import DRIFT
-from app.core.subscriptions import Registry, register, subscribers_for
-from app.core.surfaces import Surface, SurfaceChange, SurfaceKey
+from app.core.projector_batch import BatchPlan, Need, Refetch
+from app.core.projector_runs import (
+    RESYNC_HEADER,
+    CursorKey,
+    FrameRecord,
+    RunSurfaces,
+    complete_prefix,
+    rebuild_run,
+)
+from app.core.subscriptions import Registry, register
+from app.core.surfaces import Surface, SurfaceKey
 from app.core.topic_plan import TopicSpec, subscriber_topic
 from app.shell.kafka_io import group_consumer, partitions_of, read_range, until_done
 from app.shell.run_store import RunStore
 from app.shell.topics_admin import ensure_topics, load_definitions
 
-__all__ = ["DEFAULT_CACHE_SURFACES", "ProjectorConfig", "ProjectorLoop"]
+# RESYNC_HEADER is app.core.projector_runs', named here too for the readers that import it
+# from the projector (app.shell.fault_subscribers).
+__all__ = ["DEFAULT_CACHE_SURFACES", "RESYNC_HEADER", "ProjectorConfig", "ProjectorLoop"]
 
 log = logging.getLogger("a2ui_stream.projector")
 
-RESYNC_HEADER = "a2ui-resync"
 # How far back a new owner of a partition looks for resync requests nobody answered: longer
 # than a rebalance after a member's death (session timeout + join), short enough that a
 # restart does not answer requests from long ago again.
@@ -92,13 +105,11 @@ class ProjectorConfig:
     cache_surfaces: int = DEFAULT_CACHE_SURFACES
 
 
-CursorKey = tuple[str, str]  # (subscriberId, surfaceId)
-
-
 @dataclass
 class _Cached:
-    """One run in the cache: its partition, its state, and what each subscriber holds of its
-    surfaces (the cursors go with the run: an evicted run's next frames are full)."""
+    """One run in the cache (``projector_runs.Cached``): its partition, its state, and what
+    each subscriber holds of its surfaces (the cursors go with the run: an evicted run's next
+    frames are full)."""
 
     partition: int
     run: RunSurfaces
@@ -111,16 +122,6 @@ class _Partition:
     rebuild for a resync or a catch-up reads the run's events below it)."""
 
     position: int
-
-
-@dataclass(frozen=True)
-class _Need:
-    """A run a batch folds that is not in the cache: rebuild it from its events below
-    ``offset`` (its first record in the batch), which has sequence ``sequence``."""
-
-    partition: int
-    offset: int
-    sequence: int
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -309,14 +310,18 @@ class ProjectorLoop:
         if cached is not None:
             self.held -= cached.run.surface_count
 
-    def _evict_idle(self) -> None:
-        """The least recently used runs leave until the cache holds at most
-        ``cache_surfaces`` surfaces (one run, however large, stays). After a batch only: a
-        batch in flight finds the runs it looked up still there."""
-        while self.held > self.config.cache_surfaces and len(self.runs) > 1:
-            run_id = next(iter(self.runs))
-            self._uncache(run_id)
-            self.evicted += 1
+    def _keep(self, runs: Mapping[str, projector_batch.Kept]) -> None:
+        """A plan's runs into the cache, each moved to its most recent end (in the plan's
+        order: that of last use)."""
+        for run_id, kept in runs.items():
+            cached = self.runs.get(run_id)
+            if cached is None:
+                cached = self._cache(kept.partition, kept.run)
+            else:
+                self.held += kept.run.surface_count - cached.run.surface_count
+                cached.run = kept.run
+                self.runs.move_to_end(run_id)
+            cached.cursors.update(kept.cursors)
 
     # -- rebuilding runs -----------------------------------------------------------------------
 
@@ -379,7 +384,7 @@ class ProjectorLoop:
                 found.setdefault(run_id, []).append(orjson.loads(record.value))
         return found
 
-    async def _rebuild_needed(self, needs: dict[str, _Need]) -> dict[str, RunSurfaces]:
+    async def _rebuild_needed(self, needs: dict[str, Need]) -> dict[str, RunSurfaces]:
         """The runs a batch folds that are not cached, as they were before the batch: from
         the store, else from the log (one read per partition)."""
         found: dict[str, list[dict[str, Any]]] = {}
@@ -485,23 +490,36 @@ class ProjectorLoop:
                 await self._project_once(batch, gathered)
 
     async def _project_once(self, batch: dict[TopicPartition, list[Any]], gathered: int) -> None:
-        """One fetched batch: the runs it needs that are not cached are rebuilt (outside the
-        lock: a log read may take seconds), then it is folded, fanned out and committed."""
+        """One fetched batch: the runs the core names as missing are rebuilt (outside the
+        lock: a log read may take seconds), then the core plans the batch with the lock held
+        and the plan is performed."""
         assert self.consumer is not None
         try:
-            decoded = _decode({tp: r for tp, r in batch.items() if tp.partition in self.partitions})
-            rebuilt = await self._rebuild_needed(self._needs(decoded))
+            decoded = projector_batch.decode(
+                {tp.partition: records for tp, records in batch.items()}, self.partitions
+            )
+            rebuilt = await self._rebuild_needed(projector_batch.needed_runs(decoded, self.runs))
             async with self.lock:
-                if self.generation != gathered:
+                planned = projector_batch.plan_batch(
+                    decoded,
+                    self.runs,
+                    rebuilt=rebuilt,
+                    positions={p: owned.position for p, owned in self.partitions.items()},
+                    gathered=gathered,
+                    generation=self.generation,
+                    registry=self.registry,
+                    policy=self.policy,
+                    held=self.held,
+                    cache_surfaces=self.config.cache_surfaces,
+                )
+                if isinstance(planned, Refetch):
                     # A rebalance or a take ran while this batch was gathered (the listener
                     # runs beside getmany): positions may have moved under it. Fetch again
                     # from where each owned partition stands.
-                    for tp in batch:
-                        owned = self.partitions.get(tp.partition)
-                        if owned is not None:
-                            self.consumer.seek(tp, owned.position)
+                    for partition, position in planned.positions.items():
+                        self.consumer.seek(self._tp(partition), position)
                     return
-                await self._project_batch(decoded, rebuilt)
+                await self._perform(planned)
         except Exception as exc:
             log.error("projector: batch failed (%s); rewinding", type(exc).__name__)
             async with self.lock:
@@ -509,102 +527,48 @@ class ProjectorLoop:
                     if tp.partition in self.partitions:
                         self.take_later(tp)  # its runs dropped, projected again from its offset
 
-    def _needs(self, decoded: dict[TopicPartition, _Decoded]) -> dict[str, _Need]:
-        """The runs of a batch that are not cached and had events before it (an event with
-        sequence 0 is its run's first: nothing to rebuild)."""
-        needs: dict[str, _Need] = {}
-        seen: set[str] = set()
-        for tp, (items, _next) in decoded.items():
-            for record, event in items:
-                run_id = event["runId"]
-                if run_id in seen or run_id in self.runs:
-                    continue
-                seen.add(run_id)
-                if event["sequence"] > 0:
-                    needs[run_id] = _Need(tp.partition, record.offset, event["sequence"])
-        return needs
+    def _tp(self, partition: int) -> TopicPartition:
+        return TopicPartition(self.config.log_topic, partition)
 
-    async def _project_batch(
-        self, decoded: dict[TopicPartition, _Decoded], rebuilt: dict[str, RunSurfaces]
-    ) -> None:
-        """Fold, fan out and commit one batch. Call with the lock held."""
+    async def _perform(self, plan: BatchPlan) -> None:
+        """Keep a plan's runs, send its frames, commit its offsets, evict its idle runs (after
+        the commit: a batch in flight finds the runs it looked up still there). Call with the
+        lock held."""
         assert self.consumer is not None
-        futures: list[asyncio.Future[Any]] = []
-        offsets: dict[TopicPartition, int] = {}
-        for tp, (items, next_offset) in decoded.items():
-            for _record, event in items:
-                cached = self._cached_for(tp.partition, event, rebuilt)
-                before = cached.run.surface_count
-                cached.run, changes = fold_run(cached.run, event)
-                self.held += cached.run.surface_count - before
-                for change in changes:
-                    futures.extend(await self._fan_out(change, cached))
-            offsets[tp] = next_offset
-        # A frame the broker refuses (e.g. over the topic's size limit) must not stall every
-        # other subscriber: it is counted and dropped; that subscriber sees a sequence gap on
-        # its next frame and asks for a resync (docs/projection.md).
+        self._keep(plan.runs)
+        for run_id, surface_id, warning in plan.warnings:
+            log.warning("projection_warning run=%s surface=%s: %s", run_id, surface_id, warning)
+        self.fallbacks.update(plan.fallbacks)
+        await self._send_all(plan.sends, say=True)
+        if plan.commits:
+            await self.consumer.commit({self._tp(p): o for p, o in plan.commits.items()})
+            for partition, offset in plan.commits.items():
+                self.partitions[partition].position = offset
+        for run_id in plan.evict:
+            self._uncache(run_id)
+            self.evicted += 1
+
+    async def _send(self, record: FrameRecord) -> asyncio.Future[Any]:
+        assert self.producer is not None
+        topic = await self._subscriber_topic(record.subscriber_id)
+        self.sent[record.kind] += 1
+        self.digest_checks += record.reason == "digest"
+        future: asyncio.Future[Any] = await self.producer.send(
+            topic, record.value, key=record.key, headers=list(record.headers) or None
+        )
+        return future
+
+    async def _send_all(self, records: Iterable[FrameRecord], *, say: bool = False) -> None:
+        """Send ``records`` and wait for the broker. A frame the broker refuses (e.g. over the
+        topic's size limit) must not stall every other subscriber: it is counted (and logged
+        when ``say``) and dropped; that subscriber sees a sequence gap on its next frame and
+        asks for a resync (docs/projection.md)."""
+        futures = [await self._send(record) for record in records]
         for result in await asyncio.gather(*futures, return_exceptions=True):
             if isinstance(result, BaseException):
                 self.failed[type(result).__name__] += 1
-                log.error("projector: a frame could not be written (%s)", type(result).__name__)
-        if offsets:
-            await self.consumer.commit(offsets)
-            for tp, offset in offsets.items():
-                self.partitions[tp.partition].position = offset
-        self._evict_idle()
-
-    def _cached_for(
-        self, partition: int, event: dict[str, Any], rebuilt: dict[str, RunSurfaces]
-    ) -> _Cached:
-        run_id = event["runId"]
-        cached = self.runs.get(run_id)
-        if cached is not None:
-            self.runs.move_to_end(run_id)
-            return cached
-        run = rebuilt.pop(run_id, None)
-        if run is None:
-            if event["sequence"] > 0:  # not looked up by _needs: a bug
-                raise LookupError(f"run {run_id!r} was neither cached nor rebuilt")
-            run = empty_run(run_id)
-        return self._cache(partition, run)
-
-    def _secrets(self, run: RunSurfaces) -> Secrets:
-        """SR-1 for a run's frames: its secrets and those of the runs it was forked from."""
-        return prepare(self.policy.secrets_for(run.run_id, run.lineage))
-
-    async def _fan_out(self, change: SurfaceChange, cached: _Cached) -> list[asyncio.Future[Any]]:
-        run_id = change.key.run_id
-        subs = subscribers_for(self.registry, run_id)
-        if not subs:
-            return []
-        pairs = [
-            (
-                frames.Subscription(s.subscriber_id, s.delta, s.full_every),
-                cached.cursors.get((s.subscriber_id, change.key.surface_id)),
-            )
-            for s in subs
-        ]
-        planned = frames.plan(change, pairs, secrets=self._secrets(cached.run))
-        for warning in planned.warnings:
-            log.warning(
-                "projection_warning run=%s surface=%s: %s", run_id, change.key.surface_id, warning
-            )
-        for sid, cursor in planned.cursors.items():
-            cached.cursors[(sid, change.key.surface_id)] = cursor
-        self.fallbacks.update(planned.fallbacks)
-        return [await self._send(send, change.key) for send in planned.sends]
-
-    async def _send(
-        self, send: frames.Send, key: SurfaceKey, headers: list[tuple[str, bytes]] | None = None
-    ) -> asyncio.Future[Any]:
-        assert self.producer is not None
-        topic = await self._subscriber_topic(send.subscriber_id)
-        self.sent[send.kind] += 1
-        self.digest_checks += send.reason == "digest"
-        future: asyncio.Future[Any] = await self.producer.send(
-            topic, send.frame, key=f"{key.run_id}/{key.surface_id}".encode(), headers=headers
-        )
-        return future
+                if say:
+                    log.error("projector: a frame could not be written (%s)", type(result).__name__)
 
     async def _subscriber_topic(self, subscriber_id: str) -> str:
         spec: TopicSpec = subscriber_topic(
@@ -633,34 +597,20 @@ class ProjectorLoop:
 
     async def _catch_up(self, sub: Any) -> None:
         """A subscriber that registers (or changes) while runs it follows already have
-        surfaces gets one full frame of each now (RFC 0114: the host can materialize the full
-        surface for any subscriber at any time), not only at the next change. Runs that are
-        not cached are rebuilt for it and not kept (a subscriber of every run would otherwise
-        fill the cache with idle runs); their next frame is a full one."""
-        target = frames.Subscription(sub.subscriber_id, sub.delta, sub.full_every)
+        surfaces gets one full frame of each now (``projector_runs.plan_catch_up``), not only
+        at the next change. Runs that are not cached are rebuilt for it and not kept (a
+        subscriber of every run would otherwise fill the cache with idle runs); their next
+        frame is a full one."""
         named = frozenset(sub.runs) if sub.runs is not None else None
         for partition in sorted(self.partitions):
 
             async def send_all(rebuilt: dict[str, RunSurfaces], partition: int = partition) -> None:
-                futures = []
-                runs: list[tuple[RunSurfaces, _Cached | None]] = [
-                    (cached.run, cached)
-                    for run_id, cached in self.runs.items()
-                    if cached.partition == partition and sub.follows(run_id)
-                ]
-                runs += [(run, None) for run in rebuilt.values()]
-                for run, cached in runs:
-                    surfaces = list(run.projection.surfaces.values())
-                    for send, cursor in frames.catch_up(
-                        surfaces, target, secrets=self._secrets(run)
-                    ):
-                        key = SurfaceKey(run.run_id, cursor_surface(send))
-                        if cached is not None:
-                            cached.cursors[(sub.subscriber_id, key.surface_id)] = cursor
-                        futures.append(await self._send(send, key))
-                for result in await asyncio.gather(*futures, return_exceptions=True):
-                    if isinstance(result, BaseException):
-                        self.failed[type(result).__name__] += 1
+                planned = projector_runs.plan_catch_up(
+                    sub, partition, self.runs, rebuilt, self.policy
+                )
+                for run_id, cursors in planned.cursors.items():
+                    self.runs[run_id].cursors.update(cursors)
+                await self._send_all(planned.sends)
 
             await self._with_runs(partition, sub.follows, named, send_all)
 
@@ -712,7 +662,8 @@ class ProjectorLoop:
 
     def _remember(self, timestamp: int, source: tuple[int, int], value: bytes) -> None:
         recent = self.recent_resyncs
-        recent.append((timestamp, source[0], source[1], _run_of_request(value), value))
+        run_id = projector_runs.run_of_request(value)
+        recent.append((timestamp, source[0], source[1], run_id, value))
         horizon = timestamp - int(RESYNC_LOOKBACK_SECONDS * 1000)
         while recent and recent[0][0] < horizon:
             _ts, partition, offset, _run, _value = recent.popleft()
@@ -763,55 +714,46 @@ class ProjectorLoop:
 
     async def _answer(self, value: bytes, source: tuple[int, int]) -> None:
         """Issue 5 §4: one full frame for a resync request of a run this worker owns (once per
-        request and worker; ``source`` is the request's partition and offset). A run that is
-        not cached is rebuilt for it (and kept: its subscriber is active)."""
+        request and worker; ``source`` is the request's partition and offset;
+        ``projector_runs.answer_resync``). A run that is not cached is rebuilt for it (and
+        kept: its subscriber is active)."""
         if source in self.answered_resyncs:
             return
-        try:
-            request = orjson.loads(value)
-            sid, run_id, surface_id = (
-                request["subscriberId"],
-                request["runId"],
-                request["surfaceId"],
-            )
-            partition = self._partition_of(run_id)
-        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        request = projector_runs.parse_resync(value, self.config.partitions)
+        if request is None:
             log.warning("projector: ignored a malformed resync request")
             return
-        if partition not in self.partitions:
+        if request.partition not in self.partitions:
             return  # another worker owns this run (or it is being taken: answered after)
-        key = SurfaceKey(run_id, surface_id)
+        run_id = request.run_id
 
         async def answer(rebuilt: dict[str, RunSurfaces]) -> None:
             # Checked again with the lock held: the live tail and a new owner's look back may
             # both reach one request.
             if source in self.answered_resyncs:
                 return
-            cached = self.runs.get(run_id)
-            if cached is None:
-                run = rebuilt.get(run_id)
-                if run is None:
-                    return  # the run has no recorded event
-                cached = self._cache(partition, run)
-            surface = cached.run.projection.surfaces.get(key)
-            sub = self.registry.get(sid)
-            if surface is None or sub is None:
-                return
-            send, cursor = frames.answer_resync(
-                surface,
-                frames.Subscription(sid, sub.delta, sub.full_every),
-                cached.cursors.get((sid, surface_id)),
-                secrets=self._secrets(cached.run),
+            planned = projector_runs.answer_resync(
+                request,
+                source,
+                cached=self.runs.get(run_id),
+                rebuilt=rebuilt,
+                registry=self.registry,
+                policy=self.policy,
             )
-            cached.cursors[(sid, surface_id)] = cursor
+            if planned is None:
+                return  # the run has no recorded event
+            if planned.cache is not None:
+                self._cache(request.partition, planned.cache)
+            self.runs[run_id].cursors.update(planned.cursors)
+            if planned.record is None:
+                return
             self.answered_resyncs.add(source)
             self.resyncs_answered += 1
-            self.drift_resyncs += request.get("reason") == DRIFT
+            self.drift_resyncs += planned.drift
             self.fallbacks["resync"] += 1
-            header = [(RESYNC_HEADER, f"{source[0]}:{source[1]}".encode())]
-            await asyncio.gather(await self._send(send, key, header))
+            await asyncio.gather(await self._send(planned.record))
 
-        await self._with_runs(partition, {run_id}.__contains__, frozenset({run_id}), answer)
+        await self._with_runs(request.partition, {run_id}.__contains__, frozenset({run_id}), answer)
 
     def render_metrics(self) -> list[str]:
         lines = [
@@ -857,36 +799,6 @@ class ProjectorLoop:
             f'a2ui_frames_failed_total{{error="{e}"}} {n}' for e, n in sorted(self.failed.items())
         ]
         return lines
-
-
-_Decoded = tuple[list[tuple[Any, dict[str, Any]]], int]  # (record, event) pairs, next offset
-
-
-def _decode(batch: dict[TopicPartition, list[Any]]) -> dict[TopicPartition, _Decoded]:
-    """Each partition's records with their events decoded (tombstones skipped), and the
-    offset after its last record."""
-    return {
-        tp: (
-            [(r, orjson.loads(r.value)) for r in records if r.value is not None],
-            records[-1].offset + 1,
-        )
-        for tp, records in batch.items()
-        if records
-    }
-
-
-def cursor_surface(send: frames.Send) -> str:
-    """The surfaceId a full frame is about (catch-up frames are planned per surface)."""
-    return str(orjson.loads(send.frame)["surfaceId"])
-
-
-def _run_of_request(value: bytes) -> str | None:
-    try:
-        request = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return None
-    run_id = request.get("runId") if isinstance(request, dict) else None
-    return run_id if isinstance(run_id, str) else None
 
 
 async def _tail(  # type: ignore[no-untyped-def]
