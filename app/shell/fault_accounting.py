@@ -23,6 +23,9 @@ offset), so every log event and dead letter, which name their source record in t
 - wrong: an event where a dead letter was due or the reverse, or another refusal code.
 
 ``published = admitted + refused + deduplicated`` holds when nothing is lost or wrong.
+
+An SSE client's delivery (``sse_delivery``) is checked against its run's log the same way: every
+recorded event exactly once, in sequence order, across however many connections it took.
 """
 
 from __future__ import annotations
@@ -49,12 +52,14 @@ __all__ = [
     "Accounting",
     "Oracle",
     "Outputs",
+    "SseDelivery",
     "Want",
     "committed_offsets",
     "compare_surfaces",
     "converged",
     "oracle",
     "read_outputs",
+    "sse_delivery",
     "tally",
 ]
 
@@ -309,3 +314,60 @@ def compare_surfaces(
 
 def converged(materialized: Projection, views: Mapping[str, SubscriberView]) -> bool:
     return all(not compare_surfaces(materialized, view) for view in views.values())
+
+
+Delivered = tuple[int, str]  # (sequence, eventId) of one event as an SSE client received it
+
+
+@dataclass
+class SseDelivery:
+    """How one SSE client's received events (all its connections, in arrival order) compare
+    with its run's recorded events: ``missing`` recorded and never received, ``duplicated``
+    received more than once (counted per extra copy), ``misordered`` received after an event
+    of a higher sequence, ``foreign`` received but not recorded (another eventId at that
+    sequence, or a sequence the log lacks)."""
+
+    recorded: int = 0
+    received: int = 0
+    missing: int = 0
+    duplicated: int = 0
+    misordered: int = 0
+    foreign: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.duplicated or self.misordered or self.foreign)
+
+    def note(self, problem: str) -> None:
+        if len(self.problems) < 5:
+            self.problems.append(problem)
+
+
+def sse_delivery(recorded: Iterable[Delivered], received: Iterable[Delivered]) -> SseDelivery:
+    """Compare an SSE client's ``received`` events with the ``recorded`` ones of its run (the
+    log read read_committed): the target is ``received == recorded``, each exactly once in
+    sequence order."""
+    want, got = list(recorded), list(received)
+    out = SseDelivery(recorded=len(want), received=len(got))
+    known = set(want)
+    seen: set[Delivered] = set()
+    highest = -1
+    for item in got:
+        sequence, event_id = item
+        if item not in known:
+            out.foreign += 1
+            out.note(f"#{sequence} ({event_id}) received, not recorded")
+        elif item in seen:
+            out.duplicated += 1
+            out.note(f"#{sequence} received again")
+        elif sequence < highest:
+            out.misordered += 1
+            out.note(f"#{sequence} received after #{highest}")
+        seen.add(item)
+        highest = max(highest, sequence)
+    absent = [sequence for sequence, event_id in want if (sequence, event_id) not in seen]
+    out.missing = len(absent)
+    if absent:
+        out.note(f"{len(absent)} recorded never received: #{absent[:5]}")
+    return out

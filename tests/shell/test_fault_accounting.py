@@ -13,7 +13,7 @@ import pytest
 
 from app.core.keys import partition_for_run
 from app.core.policy import HostPolicy
-from app.shell.fault_accounting import Accounting, Oracle, Outputs, oracle, tally
+from app.shell.fault_accounting import Accounting, Oracle, Outputs, oracle, sse_delivery, tally
 from app.shell.fault_kit import RULES, corpus
 
 PARTITIONS = 3
@@ -135,3 +135,29 @@ def test_an_absent_outcome_past_the_committed_offset_is_pending_not_lost(
     # Committed past them, the same absences are losses.
     acc = tally(len(records), want, got, committed={0: 10**6, 1: 10**6, 2: 10**6})
     assert acc.lost > 0 and acc.pending == 0
+
+
+# -- an SSE client's delivery against its run's log -------------------------------------------
+
+_LOG = [(n, f"ev-{n}") for n in range(6)]
+
+
+@pytest.mark.parametrize(
+    ("received", "counts"),
+    [
+        (_LOG, (0, 0, 0, 0)),  # every event once, in order, whatever the connections were
+        (_LOG[:3] + _LOG[4:], (1, 0, 0, 0)),  # a gap at a resumption
+        (_LOG[:4] + _LOG[3:], (0, 1, 0, 0)),  # the resumed stream repeats the last event
+        (_LOG[:2] + [_LOG[3], _LOG[2]] + _LOG[4:], (0, 0, 1, 0)),
+        (_LOG[:5] + [(5, "ev-other")], (1, 0, 0, 1)),  # another event at that sequence
+        (_LOG + [(6, "ev-6")], (0, 0, 0, 1)),  # an event the log does not hold
+        ([], (6, 0, 0, 0)),
+    ],
+)
+def test_sse_delivery_counts_each_departure_from_the_log(
+    received: list[tuple[int, str]], counts: tuple[int, int, int, int]
+) -> None:
+    got = sse_delivery(_LOG, received)
+    assert (got.missing, got.duplicated, got.misordered, got.foreign) == counts
+    assert got.ok == (counts == (0, 0, 0, 0))
+    assert bool(got.problems) == (not got.ok)
