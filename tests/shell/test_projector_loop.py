@@ -282,3 +282,162 @@ async def test_a_cache_of_one_surface_sends_what_the_unbounded_one_sends(
             assert answers[0]["surface"] == want.surfaces[(runs[0], "s")].content
     # The full subscriber's stream is the same, frame for frame, with and without the bound.
     assert sent[1] == sent[10_000]
+
+
+# -- the rebalance and restore edges of the split (issue 15 item 5) -------------------------
+
+
+def _frames_of(kafka: MemoryKafka, topic: str) -> list[dict[str, Any]]:
+    return [orjson.loads(r.value) for r in kafka.visible(topic, 0)]
+
+
+def _gate_log_reads(loop: Any) -> tuple[asyncio.Event, asyncio.Event]:
+    """Hold every log read until ``gate`` is set; ``started`` is set when one begins."""
+    started, gate = asyncio.Event(), asyncio.Event()
+    read = loop._read_log
+
+    async def gated(partition: int, before: int, keep: Any) -> list[Any]:
+        started.set()
+        await gate.wait()
+        return list(await read(partition, before, keep))
+
+    loop._read_log = gated
+    return started, gate
+
+
+async def test_a_partition_revoked_while_its_batch_rebuilds_is_not_projected_by_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch whose runs are being rebuilt (a log read, outside the lock) when a partition is
+    revoked: the batch is dropped (the revoked partition's records sent nothing, its offset is
+    not committed, its runs are not cached), the partition still owned is fetched again from
+    its position and projected once."""
+    kafka = MemoryKafka()
+    mine, theirs = _run("kept", 0), _run("moved", 1)
+    for n in range(3):
+        _publish(kafka, mine, n, [f"m{n}"])
+        _publish(kafka, theirs, n, [f"t{n}"])
+    for p in (0, 1):
+        kafka.committed[(GROUP, LOG, p)] = 2  # events 0 and 1 projected by a previous owner
+    loop = _loop(kafka, monkeypatch)
+    _subscribe(loop, "full", delta=False)
+    await loop.consumer.assign({_tp(0), _tp(1)})
+    await _taken(loop)
+    started, gate = _gate_log_reads(loop)
+    gathered = loop.generation
+    batch = await loop.consumer.getmany(timeout_ms=0, max_records=2000)
+    assert set(batch) == {_tp(0), _tp(1)}
+    projecting = asyncio.create_task(loop._project_once(batch, gathered))
+    await started.wait()
+    await loop.consumer.revoke({_tp(1)})
+    gate.set()
+    await projecting
+    assert _frames_of(kafka, "sub-full") == []
+    assert loop.runs == {} and loop.held == 0
+    assert kafka.committed[(GROUP, LOG, 0)] == kafka.committed[(GROUP, LOG, 1)] == 2
+    assert loop.consumer.positions[_tp(0)] == 2  # sought back: fetched again
+    await _drain(loop)
+    sent = _frames_of(kafka, "sub-full")
+    assert [(f["runId"], f["sequence"]) for f in sent] == [(mine, 2)]
+    want = replay([e for e in _events(kafka) if e["runId"] == mine]).surfaces
+    assert sent[0]["surface"] == want[(mine, "s")].content
+    assert kafka.committed[(GROUP, LOG, 0)] == 3 and kafka.committed[(GROUP, LOG, 1)] == 2
+    assert set(loop.runs) == {mine}
+
+
+async def test_a_batch_gathered_before_an_assignment_is_fetched_again_and_the_first_batch_rebuilds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Partition 0 is projected; a batch of it is gathered, then partition 1 is assigned and
+    taken (each moves the generation): that batch is dropped and fetched again, so each event
+    is framed once. Partition 1's first batch starts past what the previous owner committed:
+    its run is rebuilt from the log, the full subscriber's frame carries the whole surface and
+    the delta subscriber's first frame is full, its next one a delta."""
+    kafka = MemoryKafka()
+    here, given = _run("here", 0), _run("given", 1)
+    for n in range(2):
+        _publish(kafka, here, n, [f"h{n}"])
+        _publish(kafka, given, n, [f"g{n}"])
+    kafka.committed[(GROUP, LOG, 1)] = 1  # its event 0 projected by the previous owner
+    loop = _loop(kafka, monkeypatch)
+    _subscribe(loop, "full", delta=False)
+    _subscribe(loop, "delta", delta=True)
+    await loop.consumer.assign({_tp(0)})
+    await _taken(loop)
+    gathered = loop.generation
+    batch = await loop.consumer.getmany(timeout_ms=0, max_records=2000)
+    await loop.consumer.assign({_tp(1)})
+    await _taken(loop)
+    await loop._project_once(batch, gathered)
+    assert _frames_of(kafka, "sub-full") == [] and loop.runs == {}
+    await _drain(loop)
+    _publish(kafka, given, 2, ["g2"])
+    await _drain(loop)
+    full = [(f["runId"], f["sequence"]) for f in _frames_of(kafka, "sub-full")]
+    assert sorted(full) == [(given, 1), (given, 2), (here, 0), (here, 1)]
+    want = replay(_events(kafka)).surfaces
+    assert _last_full(kafka, "sub-full")[(given, "s")]["surface"] == want[(given, "s")].content
+    delta = [
+        (f["kind"], f["sequence"]) for f in _frames_of(kafka, "sub-delta") if f["runId"] == given
+    ]
+    assert delta == [("full", 1), ("delta", 2)]
+    assert loop.rebuilt["log"] == 1
+    assert kafka.committed[(GROUP, LOG, 0)] == 2 and kafka.committed[(GROUP, LOG, 1)] == 3
+
+
+async def test_after_an_eviction_a_resync_caches_its_run_and_the_next_change_is_a_delta(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With room for one surface: run x is evicted by run y; a resync request for x rebuilds it
+    (one log read) and caches it with the cursor its answer gave, so x's next event needs no
+    rebuild and reaches the delta subscriber as a delta from the answer."""
+    kafka = MemoryKafka()
+    x, y = _run("x", 0), _run("y", 0)
+    loop = _loop(kafka, monkeypatch, cache=1)
+    _subscribe(loop, "delta", delta=True)
+    await loop.consumer.assign({_tp(0)})
+    await _taken(loop)
+    _publish(kafka, x, 0, ["x0"])
+    await _drain(loop)
+    _publish(kafka, y, 0, ["y0"])
+    await _drain(loop)
+    assert set(loop.runs) == {y} and loop.evicted == 1
+    request = {"subscriberId": "delta", "runId": x, "surfaceId": "s", "sequence": 0}
+    await loop._answer(orjson.dumps(request), (0, 3))
+    assert loop.log_reads == 1 and set(loop.runs) == {x, y}
+    _publish(kafka, x, 1, ["x1"])
+    await _drain(loop)
+    assert loop.log_reads == 1  # x was cached by the answer
+    of_x = [f for f in _frames_of(kafka, "sub-delta") if f["runId"] == x]
+    assert [(f["kind"], f.get("resync"), f["sequence"]) for f in of_x] == [
+        ("full", None, 0),
+        ("full", True, 0),
+        ("delta", None, 1),
+    ]
+    assert of_x[2]["baseSequence"] == 0
+    assert set(loop.runs) == {x} and loop.evicted == 2  # y, least recently used, left
+
+
+async def test_a_failed_commit_projects_the_partition_again_from_its_committed_offset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The offset commit fails after the frames were sent: the partition is taken again (its
+    runs dropped) and projected again from its committed offset; the frames are repeated (at
+    least once) and the surfaces end as the log's."""
+    kafka = MemoryKafka()
+    run = _run("a", 0)
+    for n in range(3):
+        _publish(kafka, run, n, [f"v{n}"])
+    loop = _loop(kafka, monkeypatch)
+    _subscribe(loop, "full", delta=False)
+    await loop.consumer.assign({_tp(0)})
+    await _taken(loop)
+    loop.consumer.commit_failures = 1
+    await _drain(loop)
+    assert loop.runs == {} and loop.held == 0 and _tp(0) in loop.taking
+    await _taken(loop)
+    await _drain(loop)
+    assert [f["sequence"] for f in _frames_of(kafka, "sub-full")] == [0, 1, 2, 0, 1, 2]
+    assert kafka.committed[(GROUP, LOG, 0)] == 3 and loop.partitions[0].position == 3
+    assert _held(loop) == dict(replay(_events(kafka)).surfaces)
+    assert loop.held == len(_held(loop))
