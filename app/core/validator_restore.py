@@ -29,7 +29,7 @@ May import: the standard library, orjson and app.core.* (pure).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -52,9 +52,11 @@ __all__ = [
     "Restored",
     "Snapshot",
     "catch_up",
+    "decoded",
     "read_changelog",
     "restore_from_snapshot",
     "restore_partition",
+    "tail_runs",
 ]
 
 
@@ -71,6 +73,9 @@ class Restored:
     start: int = 0
     log_from: int = 0
     dead_from: int = 0
+    # Runs restored as the changelog holds them, still encoded (``Snapshot.raw`` that the
+    # tail did not touch): part of the state, kept out of memory by the shell.
+    raw: Mapping[str, bytes] = field(default_factory=dict)
 
     def state(self, committed: int | None = None) -> PartitionState:
         start = self.start if committed is None else committed
@@ -85,6 +90,10 @@ class Snapshot:
 
     runs: dict[str, RunState]
     checkpoint: Checkpoint | None
+    # States not decoded (``read_changelog(decode=False)``): a restore decodes only the runs
+    # its log tail continues (``decoded``); the shell keeps the rest as they are, out of
+    # memory (its local store), so a restart does not decode every live run at once.
+    raw: Mapping[str, bytes] = field(default_factory=dict)
 
 
 class _Seen:
@@ -103,10 +112,13 @@ class _Seen:
             self.first = min(self.first, record.offset)
 
 
-def read_changelog(partition: int, records: Iterable[Stored]) -> Snapshot | None:
+def read_changelog(
+    partition: int, records: Iterable[Stored], *, decode: bool = True
+) -> Snapshot | None:
     """The changelog partition's records, latest per key (as compaction keeps them; only the
-    latest of each run is decoded). None when a record is not one this version wrote: the
-    partition is then replayed from the log."""
+    latest of each run is decoded, and with ``decode=False`` none: they stay in
+    ``Snapshot.raw``). None when a record is not one this version wrote: the partition is
+    then replayed from the log."""
     latest: dict[bytes, bytes | None] = {}
     for record in records:
         if record.key is None:
@@ -117,6 +129,7 @@ def read_changelog(partition: int, records: Iterable[Stored]) -> Snapshot | None
     if point is not None and (checkpoint is None or checkpoint.partition != partition):
         return None
     runs: dict[str, RunState] = {}
+    raw: dict[str, bytes] = {}
     for key, value in latest.items():
         if value is None:
             continue  # a tombstone: the run was deleted
@@ -124,11 +137,34 @@ def read_changelog(partition: int, records: Iterable[Stored]) -> Snapshot | None
             run_id = key.decode()
         except UnicodeDecodeError:
             return None
+        if not decode:
+            raw[run_id] = value
+            continue
         state = decode_state(run_id, value)
         if state is None:
             return None
         runs[run_id] = state
-    return Snapshot(runs, checkpoint)
+    return Snapshot(runs, checkpoint, raw)
+
+
+def tail_runs(log: Iterable[Stored]) -> set[str]:
+    """The runs a log tail's records name (by key): those a restore folds onto."""
+    return {run_of_log_key(record.key) for record in log if record.key is not None}
+
+
+def decoded(snapshot: Snapshot, run_ids: Iterable[str]) -> Snapshot | None:
+    """``snapshot`` with the states of ``run_ids`` decoded (moved from ``raw`` to ``runs``);
+    None when one of them is not a state this version wrote (then: replay the log)."""
+    raw, runs = dict(snapshot.raw), dict(snapshot.runs)
+    for run_id in run_ids:
+        value = raw.pop(run_id, None)
+        if value is None:
+            continue
+        state = decode_state(run_id, value)
+        if state is None:
+            return None
+        runs[run_id] = state
+    return Snapshot(runs, snapshot.checkpoint, raw)
 
 
 def restore_from_snapshot(
@@ -147,7 +183,7 @@ def restore_from_snapshot(
     checkpoint = snapshot.checkpoint
     if checkpoint is None or log_end < checkpoint.log_from or dead_end < checkpoint.dead_from:
         return None  # the log holds less than the changelog says: it was deleted or truncated
-    if log_end == 0 and snapshot.runs:
+    if log_end == 0 and (snapshot.runs or snapshot.raw):
         return None
     start = max(committed, checkpoint.next_offset)
     runs = dict(snapshot.runs)
@@ -157,6 +193,8 @@ def restore_from_snapshot(
         if record.key is None:
             continue
         run_id = run_of_log_key(record.key)
+        if run_id in snapshot.raw:
+            return None  # not decoded (``decoded`` was not given the tail): never guess
         if record.value is None:  # `runs delete` (a tombstone per event): the run is gone
             runs.pop(run_id, None)
             touched.discard(run_id)
@@ -182,6 +220,7 @@ def restore_from_snapshot(
         start,
         seen_log.first,
         seen_dead.first,
+        snapshot.raw,
     )
 
 
@@ -234,12 +273,24 @@ def catch_up(
     the runs that differ from ``before`` (all of them when there was none), a tombstone for
     each run it held that is gone, and the checkpoint; nothing when it holds them already."""
     held: Mapping[str, RunState] = {} if before is None else before.runs
-    sends = [
-        Send(topic, partition, run_id.encode(), encode_state(state), ())
-        for run_id, state in restored.runs.items()
-        if held.get(run_id) != state
+    written: Mapping[str, bytes] = {} if before is None else before.raw  # not decoded
+    sends: list[Send] = []
+    for run_id, state in restored.runs.items():
+        if run_id in written:  # compared as written (decoding it would cost as much)
+            encoded = encode_state(state)
+            if encoded != written[run_id]:
+                sends.append(Send(topic, partition, run_id.encode(), encoded, ()))
+        elif held.get(run_id) != state:
+            sends.append(Send(topic, partition, run_id.encode(), encode_state(state), ()))
+    sends += [
+        Send(topic, partition, run_id.encode(), value, ())
+        for run_id, value in restored.raw.items()
+        if written.get(run_id) != value
     ]
-    sends += [Send(topic, partition, r.encode(), None, ()) for r in held if r not in restored.runs]
+    kept = restored.runs.keys() | restored.raw.keys()
+    sends += [
+        Send(topic, partition, r.encode(), None, ()) for r in (*held, *written) if r not in kept
+    ]
     checkpoint = Checkpoint(partition, restored.start, restored.log_from, restored.dead_from)
     if sends or before is None or before.checkpoint != checkpoint:
         sends.append(Send(topic, partition, CHECKPOINT_KEY, encode_checkpoint(checkpoint), ()))

@@ -81,9 +81,11 @@ from app.core.validator_restore import (
     Restored,
     Snapshot,
     catch_up,
+    decoded,
     read_changelog,
     restore_from_snapshot,
     restore_partition,
+    tail_runs,
 )
 from app.shell.kafka_io import group_consumer, read_range, read_tail, read_topic, until_done
 from app.shell.metrics import Metrics
@@ -337,6 +339,7 @@ class ValidatorLoop:
         self.store: ValidatorStore | None = None
         self.evictions = 0
         self.loads = 0
+        self.replay_next: set[int] = set()  # a stored state did not decode: replay the log
         metrics.extra.append(self.render_metrics)
 
     # -- I/O: the only places that make Kafka clients (the shell tests replace them) -----------
@@ -568,6 +571,9 @@ class ValidatorLoop:
             # its writes, without transactions) is committed too, or nothing would move it.
             offset = restored.start if restored.start > committed else None
             await self._write(tp, producer, writes, offset)
+            if self.store is not None:  # the runs restored still encoded: out of memory
+                self.store.drop(tp.partition)
+                self.store.put_many(tp.partition, restored.raw.items())
             async with self.lock:
                 if self.taking.get(tp) is not asyncio.current_task():
                     return  # revoked (or taken again) meanwhile
@@ -575,6 +581,7 @@ class ValidatorLoop:
                 self.partitions[tp.partition] = _Owned(
                     restored, producer, asyncio.get_running_loop().time()
                 )
+                self.partitions[tp.partition].evicted.update(restored.raw)
                 producer = None  # the partition's now
                 self._evict(tp.partition)
                 self.generation += 1
@@ -586,7 +593,7 @@ class ValidatorLoop:
             # (" restored: " is what the fault scenarios count: app/shell/fault_scenarios.py)
             "validator: partition %d restored: %d runs (by %s), %d outcomes past offset %d",
             tp.partition,
-            len(restored.runs),
+            len(restored.runs) + len(restored.raw),
             way,
             len(restored.seen),
             restored.start,
@@ -601,10 +608,12 @@ class ValidatorLoop:
         partition = tp.partition
         count = self.restored_records
         snapshot = None
-        if self.config.changelog_topic:
+        lazy = self.store is not None  # decode only the runs the tail continues
+        if self.config.changelog_topic and partition not in self.replay_next:
             records = await self._read_changelog(partition)
             count["changelog"] += len(records)
-            snapshot = read_changelog(partition, records)
+            snapshot = read_changelog(partition, records, decode=not lazy)
+        self.replay_next.discard(partition)
         if snapshot is not None and snapshot.checkpoint is not None:
             point = snapshot.checkpoint
             log_tail, dead_tail, log_end, dead_end = await self._read_tail(
@@ -612,16 +621,20 @@ class ValidatorLoop:
             )
             count["log"] += len(log_tail)
             count["deadletter"] += len(dead_tail)
+            if lazy:
+                snapshot = decoded(snapshot, tail_runs(log_tail))
             committed = await self.consumer.committed(tp) or 0
-            restored = restore_from_snapshot(
-                partition,
-                committed,
-                snapshot,
-                log_tail,
-                dead_tail,
-                log_end=log_end,
-                dead_end=dead_end,
-            )
+            restored = None
+            if snapshot is not None:
+                restored = restore_from_snapshot(
+                    partition,
+                    committed,
+                    snapshot,
+                    log_tail,
+                    dead_tail,
+                    log_end=log_end,
+                    dead_end=dead_end,
+                )
             if restored is not None:
                 self.restores["changelog"] += 1
                 return restored, snapshot, "changelog", committed
@@ -817,7 +830,8 @@ class ValidatorLoop:
             for run_id in run_ids:
                 raw = self.store.get(partition, run_id)
                 state = None if raw is None else decode_state(run_id, raw)
-                if state is None:  # we wrote it: a bug; the batch fails and is taken again
+                if state is None:  # not a state this version reads: the log is replayed
+                    self.replay_next.add(partition)
                     raise RuntimeError(
                         f"validator: an evicted run state of partition {partition} is unreadable"
                     )
