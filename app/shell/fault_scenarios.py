@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 
 from app.core.subscriber import SubscriberView
@@ -42,6 +43,7 @@ from app.shell.fault_accounting import (
     committed_offsets,
     oracle,
     read_outputs,
+    sse_delivery,
     tally,
 )
 from app.shell.fault_kit import (
@@ -54,7 +56,7 @@ from app.shell.fault_kit import (
     publish_paced,
     topic_names,
 )
-from app.shell.fault_subscribers import SubscriberFleet, wait_converged
+from app.shell.fault_subscribers import SseReader, SubscriberFleet, wait_converged
 from app.shell.faust_app import policy_from
 from app.shell.kafka_io import read_topic
 from app.shell.settings import load_settings
@@ -168,12 +170,15 @@ class Stage:
         self.fleets: list[SubscriberFleet] = []
         self.stopping = asyncio.Event()
         self.started = time.monotonic()
+        self.worker_env: dict[str, str] = {}  # more environment for every worker
 
     async def prepare(self) -> None:
         await apply_topics(self.broker, self.settings)
 
     def worker(self, worker_id: str, *, start: bool = True) -> WorkerProcess:
-        worker = WorkerProcess(self.broker, self.settings, worker_id, self.dir)
+        worker = WorkerProcess(
+            self.broker, self.settings, worker_id, self.dir, extra_env=self.worker_env
+        )
         self.workers.append(worker)
         if start:
             worker.start()
@@ -757,6 +762,176 @@ async def producer_retries(broker: Broker, size: int, tmp: Path, seed: int = 1) 
         await stage.close(report)
 
 
+# Clients of at most this many runs (one each): enough to cover every partition many times
+# over, few enough for a 2-core machine that runs the workers too.
+MAX_SSE_CLIENTS = 32
+
+
+def _base(worker: WorkerProcess) -> str:
+    return f"http://127.0.0.1:{worker.web_port}"
+
+
+async def _wait_owning(worker: WorkerProcess, *, timeout: float) -> bool:
+    """Wait (bounded) until ``worker``'s validator owns at least one partition."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await asyncio.to_thread(worker.partitions):
+            return True
+        await asyncio.sleep(0.2)
+    return False
+
+
+async def sse_owner_change(broker: Broker, size: int, tmp: Path, seed: int = 1) -> Report:
+    """SSE clients attached to every run (through either worker: a run another worker owns is
+    forwarded to its owner) while the stream flows and the runs' partitions change owner: a
+    third worker joins, an owner stops with SIGTERM, another is SIGKILLed, the first comes
+    back. A moved partition's streams end; each client resumes with Last-Event-ID, as
+    EventSource does, at whichever worker is up. At the end every client must hold every
+    recorded event of its run (the log read read_committed) exactly once, in sequence order."""
+    stage = Stage(broker, tmp, "sse-owner-change", size, partitions=4)
+    report: Report | None = None
+    records = _corpus(size, seed, "sse")
+    token = uuid.uuid4().hex
+    stage.worker_env = {"A2UI_STREAM_HTTP_TOKENS": token}
+    run_ids = sorted({rec.run for rec in records})[:MAX_SSE_CLIENTS]
+    members: list[WorkerProcess] = []
+
+    def bases() -> list[str]:
+        return [_base(m) for m in members if m.alive()]
+
+    readers = [SseReader(run_id, bases, token, turn=i) for i, run_id in enumerate(run_ids)]
+    session = aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=3, sock_read=60),
+        connector=aiohttp.TCPConnector(limit=0),
+    )
+    try:
+        await stage.prepare()
+        fleet = await stage.fleet(2)
+        members += [stage.worker("w1"), stage.worker("w2"), stage.worker("w3", start=False)]
+        flowing = asyncio.Event()  # set while the stream is being published
+        for reader in readers:
+            stage.background(reader.run(session, stage.stopping))
+
+        async def moved(before: int) -> None:
+            """Wait (bounded) until streams ended and were resumed since ``before``."""
+            deadline = time.monotonic() + 60
+            while sum(r.resumes for r in readers) <= before and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+
+        async def chaos() -> None:
+            w1, w2, w3 = members
+            await asyncio.gather(w1.wait_progress(timeout=60), w2.wait_progress(timeout=60))
+            # the clients are attached: most runs have recorded events, streamed
+            deadline = time.monotonic() + 60
+            while (
+                time.monotonic() < deadline
+                and sum(bool(r.received) for r in readers) < len(readers) * 0.8
+            ):
+                await asyncio.sleep(0.2)
+            steps: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+                ("owner change (a worker joined)", lambda: asyncio.to_thread(w3.start)),
+                ("owner stopped (SIGTERM)", lambda: asyncio.to_thread(w1.stop)),
+                ("owner killed (SIGKILL)", lambda: asyncio.to_thread(w2.kill)),
+                ("owner change (a worker joined)", lambda: asyncio.to_thread(w1.start)),
+            ]
+            for step, (fault, act) in enumerate(steps, 1):
+                before = sum(r.resumes for r in readers)
+                await act()
+                stage.faults[fault] += 1
+                stage.figures["owner changes while the stream flowed"] += flowing.is_set()
+                await moved(before)
+                alive = [m for m in members if m.alive()]
+                await asyncio.gather(*(_wait_owning(m, timeout=60) for m in alive))
+                await asyncio.gather(
+                    *(m.wait_progress(beyond=m.outcomes_counted(), timeout=30) for m in alive)
+                )
+                resumed = sum(r.resumes for r in readers) - before
+                stage.figures[f"SSE resumed after step {step} ({fault})"] = resumed
+
+        # Each step: the join or the exit, the group's move (a SIGKILLed member after its 10 s
+        # session), the streams resumed, progress; the stream must still flow through the last.
+        seconds = max(100.0, size / 30)
+
+        changed = asyncio.Event()  # the last owner change is done
+        tail = len(records) // 10
+
+        async def stream() -> None:
+            """The records paced over ``seconds``; the last tenth (spread over every run) once
+            the last owner change is done, so each client's final stream carries events."""
+            flowing.set()
+            try:
+                await stage.publish(records[:-tail], seconds=seconds, chunk=10)
+                flowing.clear()
+                await changed.wait()
+                await stage.publish(records[-tail:], seconds=5.0, chunk=10)
+            finally:
+                flowing.clear()
+
+        async def faults() -> None:
+            try:
+                await chaos()
+            finally:
+                changed.set()
+
+        await asyncio.gather(stream(), faults())
+        report = await stage.finish(lambda: fleet.views)
+        got = await read_outputs(broker.bootstrap, stage.topics["log"], stage.topics["deadletter"])
+        await _check_sse(report, readers, got, timeout=120)
+        return report
+    finally:
+        await stage.close(report)  # the readers (background tasks) first, then the workers
+        await session.close()
+
+
+async def _check_sse(
+    report: Report, readers: Sequence[SseReader], got: Outputs, *, timeout: float
+) -> None:
+    """Wait (bounded) until every client received its run's last recorded event, then check
+    each one's delivery against the log (``fault_accounting.sse_delivery``) into ``report``."""
+    recorded: dict[str, list[tuple[int, str]]] = {}
+    for event, _src in got.events:
+        recorded.setdefault(event["runId"], []).append(
+            (int(event["sequence"]), str(event.get("eventId")))
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(
+        r.last_sequence < len(recorded.get(r.run_id, ())) - 1 for r in readers
+    ):
+        await asyncio.sleep(0.5)
+    totals: Counter[str] = Counter()
+    for reader in readers:
+        delivery = sse_delivery(recorded.get(reader.run_id, []), reader.received)
+        totals["missing"] += delivery.missing
+        totals["duplicated"] += delivery.duplicated
+        totals["misordered"] += delivery.misordered
+        totals["foreign"] += delivery.foreign
+        totals["events received"] += delivery.received
+        report.failures += [f"SSE {reader.run_id}: {p}" for p in delivery.problems[:3]]
+    figures = report.figures
+    figures["SSE clients"] = len(readers)
+    figures["SSE events recorded for them"] = sum(len(recorded.get(r.run_id, ())) for r in readers)
+    figures["SSE events received"] = totals["events received"]
+    for name in ("missing", "duplicated", "misordered", "foreign"):
+        figures[f"SSE {name}"] = totals[name]
+    figures["SSE streams opened"] = sum(r.connects for r in readers)
+    figures["SSE resumed with Last-Event-ID"] = sum(r.resumes for r in readers)
+    figures["SSE streams ended by the server"] = sum(r.ended for r in readers)
+    figures["SSE connections failed"] = sum(r.failed for r in readers)
+    answers = Counter[int]()
+    for reader in readers:
+        answers.update(reader.answers)
+    for status, n in sorted(answers.items()):
+        figures[f"SSE answered {status} (retried)"] = n
+    for reader in readers:
+        for status, n in reader.refusals.items():
+            report.failures.append(
+                f"SSE {reader.run_id}: answered {status} x{n} after its run had events "
+                "(an EventSource would not reconnect)"
+            )
+    if not figures["SSE resumed with Last-Event-ID"]:
+        report.failures.append("no SSE stream was resumed: no partition moved under a client")
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -774,5 +949,10 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("resync-storm", resync_storm, "many full-surface requests at once"),
         Scenario("producer-retries", producer_retries, "same correlationIds re-sent"),
         Scenario("zombie-member", zombie_member, "a member stopped past its session resumes"),
+        Scenario(
+            "sse-owner-change",
+            sse_owner_change,
+            "owners change under attached SSE clients, which resume",
+        ),
     )
 }

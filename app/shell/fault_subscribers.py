@@ -6,6 +6,11 @@ Shell module. Each subscriber is what ``app.shell.subscriber_client.SubscriberCl
 registration, its own topic, a ``SubscriberView`` folded by ``app.core.subscriber.receive``
 (the same fail-closed core), and a resync request on any frame that does not apply. Only the
 transport is shared.
+
+``SseReader`` is the other kind of reader: one HTTP client of one run's SSE stream that behaves
+as a browser's ``EventSource`` does (the ``id`` field sets its last event ID; when a stream ends
+or its connection fails it connects again, sending ``Last-Event-ID``), to whichever worker
+of the deployment is up, and notes every event it received across its connections.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -25,6 +31,7 @@ from app.core.subscriber import Delivered, ResyncNeeded, SubscriberView, receive
 from app.core.subscriptions import Subscription, encode_subscription
 from app.core.surfaces import Projection
 from app.core.topic_plan import subscriber_topic
+from app.core.wire_ids import project_run_id
 from app.shell.fault_accounting import compare_surfaces
 from app.shell.fault_kit import RULES, topic_names
 from app.shell.kafka_io import MAX_FETCH_BYTES
@@ -32,7 +39,7 @@ from app.shell.projector_loop import RESYNC_HEADER
 from app.shell.settings import Settings
 from app.shell.topics_admin import ensure_topics, load_definitions
 
-__all__ = ["SubscriberFleet", "wait_converged"]
+__all__ = ["SseReader", "SubscriberFleet", "wait_converged"]
 
 
 @dataclass
@@ -204,3 +211,83 @@ async def wait_converged(
         if not any(differences.values()) or time.monotonic() > deadline:
             return differences
         await asyncio.sleep(0.5)
+
+
+@dataclass
+class SseReader:
+    """One SSE client of run ``run_id`` (``/runs/{runId}/events?streamMode=debug``: every
+    recorded event). ``bases()`` names the workers that are up, asked afresh at each connect;
+    the client goes to the next one in turn (behind a load balancer a client lands on any
+    worker; one that does not own the run forwards it to the owner). ``received`` holds
+    ``(sequence, eventId)`` of every event in arrival order, over all connections."""
+
+    run_id: str
+    bases: Callable[[], Sequence[str]]
+    token: str
+    turn: int = 0
+    last_event_id: str | None = None
+    received: list[tuple[int, str]] = field(default_factory=list)
+    connects: int = 0  # streams opened (200)
+    resumes: int = 0  # ... of them with Last-Event-ID
+    ended: int = 0  # streams the server ended (a moved partition closes its streams)
+    failed: int = 0  # connections that failed (refused, reset, timed out)
+    answers: Counter[int] = field(default_factory=Counter)  # non-200 statuses, retried
+    # non-200 statuses other than 503 (unavailable, Retry-After) once the run had events: a
+    # browser's EventSource does not reconnect after one, so the client would stop there
+    refusals: Counter[int] = field(default_factory=Counter)
+
+    @property
+    def last_sequence(self) -> int:
+        return self.received[-1][0] if self.received else -1
+
+    async def run(self, session: aiohttp.ClientSession, stopping: asyncio.Event) -> None:
+        path = f"/runs/{project_run_id(self.run_id)}/events?streamMode=debug"
+        while not stopping.is_set():
+            bases = self.bases()
+            if not bases:
+                await asyncio.sleep(0.5)
+                continue
+            base = bases[self.turn % len(bases)]
+            self.turn += 1
+            headers = {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream"}
+            if self.last_event_id is not None:
+                headers["Last-Event-ID"] = self.last_event_id
+            try:
+                async with session.get(base + path, headers=headers) as response:
+                    if response.status != 200:
+                        self.answers[response.status] += 1
+                        if self.received and response.status != 503:
+                            self.refusals[response.status] += 1
+                        await response.read()
+                        await asyncio.sleep(0.5)  # Retry-After: 1 on a 503; a 404 comes early
+                        continue
+                    self.connects += 1
+                    self.resumes += "Last-Event-ID" in headers
+                    await self._read(response)
+                    self.ended += 1
+            except (aiohttp.ClientError, TimeoutError, OSError):
+                self.failed += 1
+                await asyncio.sleep(0.5)
+
+    async def _read(self, response: aiohttp.ClientResponse) -> None:
+        """Dispatch each message as EventSource does (WHATWG HTML, server-sent events: fields
+        by line, a blank line dispatches, a comment line is ignored)."""
+        buffer = b""
+        async for chunk in response.content.iter_any():
+            buffer += chunk.replace(b"\r\n", b"\n")
+            *messages, buffer = buffer.split(b"\n\n")
+            for message in messages:
+                self._dispatch(message)
+
+    def _dispatch(self, message: bytes) -> None:
+        data: list[bytes] = []
+        for line in message.split(b"\n"):
+            name, _, value = line.partition(b":")
+            value = value[1:] if value.startswith(b" ") else value
+            if name == b"id":
+                self.last_event_id = value.decode()
+            elif name == b"data":
+                data.append(value)
+        if data and self.last_event_id is not None:
+            event = orjson.loads(b"\n".join(data))
+            self.received.append((int(self.last_event_id), str(event.get("eventId"))))

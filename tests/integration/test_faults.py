@@ -104,3 +104,16 @@ async def test_a_member_stopped_past_its_session_timeout_then_resumed(
     assert report.figures.get("stops resumed before the group moved on", 0) < 2
     # The zombies did try: at least one commit of a resumed member was refused (fenced).
     assert report.figures["fenced (the validator's log)"] >= 1
+
+
+async def test_owners_change_under_attached_sse_clients(broker: Broker, tmp_path: Path) -> None:
+    report = await _run("sse-owner-change", broker, 2000, tmp_path)
+    assert report.faults["owner change (a worker joined)"] == 2
+    assert report.faults["owner stopped (SIGTERM)"] == 1
+    assert report.faults["owner killed (SIGKILL)"] == 1
+    figures = report.figures
+    assert figures["SSE resumed with Last-Event-ID"] >= 1
+    assert figures["SSE events received"] == figures["SSE events recorded for them"] > 0
+    for name in ("missing", "duplicated", "misordered", "foreign"):
+        assert figures[f"SSE {name}"] == 0, name
+    assert report.subscribers == 2
