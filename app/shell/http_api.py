@@ -1,12 +1,19 @@
 """OpenWOP over HTTP on the worker's web server (issue 6; docs/http.md).
 
-Shell module: routes, bearer authentication and I/O. Decisions come from the core
-(``wire_ids``, ``stream_modes``, ``discovery``, ``http_admission``, ``http_errors``); runs are
-read from ``RunIndex`` (the log, tailed); admissions go through ``AdmissionGateway`` (the
-admission topic and the validator, never a shortcut).
+Shell module: the one dispatcher, bearer authentication, the handlers and I/O. The routes are
+data, ``app.core.routes.ROUTES`` (every route the worker serves: these, the viewer's, /health,
+/metrics; docs/http.md lists them with their auth and right); ``HttpApi.dispatch`` matches each
+request there and does the preamble once: the route (404), the token (401), the method (405
+with Allow), the run's owner, the body. ``GET /v1/openapi.json`` is the table as OpenAPI 3.1
+(``app.core.openapi``). Decisions come from the core (``routes``, ``wire_ids``,
+``stream_modes``, ``discovery``, ``http_admission``, ``http_errors``); runs are read from
+``RunIndex`` (the log, tailed); admissions go through ``AdmissionGateway`` (the admission topic
+and the validator, never a shortcut).
 
-Routes (openwop-a2ui.md §9, §10, §12, §13):
+Handlers (openwop-a2ui.md §9, §10, §12, §13; a handler takes the request and the ``Call``
+the dispatcher read):
   GET  /.well-known/openwop                         discovery (v1, or v2 with OpenWOP-Version: 2)
+  GET  /v1/openapi.json                             the OpenAPI document of the served routes
   GET  /v1/runs/{runId}/events                      SSE (?streamMode, Last-Event-ID, ?a2uiDelta=1)
                                                     or the event-log read (Accept: application/json)
   GET  /runs/{runId}/events                         v2 SSE (same rules)
@@ -16,13 +23,14 @@ Routes (openwop-a2ui.md §9, §10, §12, §13):
   POST /runs/{runId}/envelopes                      admit one AI envelope
   GET  /runs                                        the run listing (RFC 0182; ?limit, ?cursor,
                                                     ?workflowId, ?status), gathered from every owner
-  POST /runs {workflowId}                           create a run (host command run.create)
+  POST /runs, /v1/runs {workflowId}                 create a run (host command run.create)
   POST /runs/{runId}/cancel                         cancel a run
   POST /runs/{runId}/interrupts/{nodeId}            resolve an interrupt {resumeValue} (§7, §9)
   POST /runs/{runId}/actions                        a user's action from a surface (issue 7)
   POST /v1/host/sample/a2ui/emit-surface            v1 seam (A2UI_STREAM_SEAMS=1 only)
   POST /v1/host/sample/envelope/accept              v1 acceptor seam (A2UI_STREAM_SEAMS=1, floor 1)
   POST /conformance/seams/sample/a2ui/emit-surface  v2 seam (A2UI_STREAM_SEAMS=1 only)
+(the v1 run paths take the same endpoints as the v2 ones but the poll)
 
 Every run route is answered by the worker that owns the run's partition (issue 15 item 2):
 ``_owner_route`` asks ``app.core.ownership.route`` whether this worker serves it, forwards it
@@ -230,6 +238,7 @@ class HttpApi:
             "openapi": self.openapi,
             "list_runs": self.list_runs,
             "create_run": self.create_run,
+            "v1_create_run": partial(self.create_run, prefix="/v1/runs/"),
             "poll_events": self._poll,
             "v1_emit_surface": self.v1_seam,
             "v1_accept_envelope": self.v1_accept_seam,
@@ -775,7 +784,11 @@ class HttpApi:
             rows.append(Row(updated, run_id, doc))
         return rows, False
 
-    async def create_run(self, request: web.Request, call: Call) -> web.StreamResponse:
+    async def create_run(
+        self, request: web.Request, call: Call, *, prefix: str = "/runs/"
+    ) -> web.StreamResponse:
+        """``POST /runs`` (v2 createRun) and ``POST /v1/runs`` (rest-endpoints.md): one run
+        create; the answer's URLs are under the major it was asked on."""
         body = call.body
         if not isinstance(body, dict) or not isinstance(body.get("workflowId"), str):
             return _error(error("validation_error", "the body is {workflowId}"))
@@ -790,14 +803,15 @@ class HttpApi:
             return done
         created = done[1]
         path = project_run_id(created.run_id)
-        # v2 CreateRunResponse {runId, status, eventsUrl, statusUrl?} (openwop-client runs_create)
+        # CreateRunResponse {runId, status, eventsUrl, statusUrl?} (v2 runs.md §Create; v1
+        # rest-endpoints.md; openwop-client runs_create)
         return _json(
             201,
             {
                 "runId": created.run_id,
                 "status": created.status,
-                "eventsUrl": f"/runs/{path}/events",
-                "statusUrl": f"/runs/{path}",
+                "eventsUrl": f"{prefix}{path}/events",
+                "statusUrl": f"{prefix}{path}",
             },
         )
 

@@ -33,6 +33,7 @@ PLAIN = served(ROUTES, seams=False, envelope_accept=False)
         ("HEAD", "/runs", "list_runs", {}),
         ("POST", "/runs", "create_run", {}),
         ("GET", "/v1/runs/r", "v1_get_run", {"runId": "r"}),
+        ("POST", "/v1/runs", "v1_create_run", {}),
         # unknown endpoints and runIds that do not decode fall to the catch-all (404 after auth)
         ("GET", "/runs/acme/r-9/events", "no_run_endpoint", {"rest": "acme/r-9/events"}),
         ("PUT", "/runs/r/bogus", "no_run_endpoint", {"rest": "r/bogus"}),
@@ -63,6 +64,7 @@ def test_a_path_is_matched_on_its_raw_form(
         ("DELETE", "/runs", ("GET", "POST")),
         ("POST", "/.well-known/openwop", ("GET",)),
         ("POST", "/health", ("GET",)),
+        ("GET", "/v1/runs", ("POST",)),
     ],
 )
 def test_a_wrong_method_names_what_the_path_takes(
@@ -73,7 +75,7 @@ def test_a_wrong_method_names_what_the_path_takes(
 
 
 @pytest.mark.parametrize(
-    "raw_path", ["/prompts", "/content/settings", "/runs/", "/v1/runs", "/", "/ui/assets/", "/x"]
+    "raw_path", ["/prompts", "/content/settings", "/runs/", "/v1/runs/", "/", "/ui/assets/", "/x"]
 )
 @pytest.mark.parametrize("method", ["GET", "POST", "PUT", "DELETE"])
 def test_a_path_no_route_has_is_not_routed_whatever_the_method(method: str, raw_path: str) -> None:

@@ -22,6 +22,7 @@ from openwop_client.sse import stream_events
 
 from app.core.patch import apply_patch
 from app.core.payload_rules import PayloadRules
+from app.core.wire_ids import project_run_id
 from app.shell.broker import Broker
 from app.shell.schema_files import load_schema_documents
 from app.shell.settings import Settings, load_settings
@@ -764,6 +765,27 @@ def test_an_unescaped_tenant_slash_is_told_how_to_write_the_path(floor2: list[Ht
     reply = floor2[0].get("/runs/acme/r-9/events")
     assert (reply.status, reply.body["error"]) == (404, "not_found"), reply.raw[:300]
     assert reply.body["message"].endswith("/runs/acme~2Fr-9/events"), reply.body
+
+
+def test_v1_create_answers_v1_urls_that_resolve(floor2: list[Http]) -> None:
+    """rest-endpoints.md (v1 "Required endpoints"): ``POST /v1/runs {workflowId}`` is 201
+    ``{runId, status, eventsUrl, statusUrl}``; the URLs are v1 paths at this origin and answer
+    for the new run (through either worker: the run is forwarded to its owner)."""
+    created = floor2[0].post("/v1/runs", {"workflowId": "wf-v1-create"})
+    assert created.status == 201, created.raw[:300]
+    body = created.body
+    assert set(body) == {"runId", "status", "eventsUrl", "statusUrl"}
+    path = project_run_id(body["runId"])
+    assert body["statusUrl"] == f"/v1/runs/{path}"
+    assert body["eventsUrl"] == f"/v1/runs/{path}/events"
+    for http in floor2:
+        status = http.get(body["statusUrl"])
+        assert (status.status, status.body["runId"]) == (200, body["runId"]), status.raw[:300]
+        events = http.get(body["eventsUrl"], headers={"Accept": "application/json"})
+        assert events.status == 200 and events.body["runId"] == body["runId"], events.raw[:300]
+    # the v1 root lists no runs: the path takes POST only
+    listing = floor2[0].get("/v1/runs")
+    assert (listing.status, listing.headers.get("Allow")) == (405, "POST"), listing.raw[:300]
 
 
 def test_health_and_metrics_still_answer(floor2: list[Http]) -> None:

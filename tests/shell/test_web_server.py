@@ -31,6 +31,7 @@ OUR_ROUTES = {
     ("POST", "/runs/{runId}/interrupts/{nodeId}"),
     ("POST", "/runs/{runId}/actions"),
     ("*", "/runs/{rest}"),
+    ("POST", "/v1/runs"),
     ("GET", "/v1/runs/{runId}"),
     ("GET", "/v1/runs/{runId}/events"),
     ("POST", "/v1/runs/{runId}:fork"),
