@@ -132,9 +132,7 @@ def test_the_metrics_it_reads() -> None:
 
 
 def test_the_state_gauges_count_what_each_loop_holds() -> None:
-    validator = SimpleNamespace(
-        partitions={3: SimpleNamespace(runs={"a": 1, "b": 2}), 1: SimpleNamespace(runs={})}
-    )
+    validator = SimpleNamespace(partitions={3: SimpleNamespace(held=2), 1: SimpleNamespace(held=0)})
     projector = SimpleNamespace(held=3)  # surfaces in its cache
     lines = _state_metrics(validator, projector, frozenset({"validator", "projector"}))  # type: ignore[arg-type]
     metrics = bench.parse_metrics("\n".join(lines))
