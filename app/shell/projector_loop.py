@@ -86,7 +86,7 @@ log = logging.getLogger("a2ui_stream.projector")
 # than a rebalance after a member's death (session timeout + join), short enough that a
 # restart does not answer requests from long ago again.
 RESYNC_LOOKBACK_SECONDS = 120.0
-DEFAULT_CACHE_SURFACES = 10_000
+DEFAULT_CACHE_SURFACES = 2_000
 # A log read that rebuilds runs the store cannot give reads a whole partition prefix.
 LOG_READ_TIMEOUT = 300.0
 

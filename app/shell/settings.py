@@ -97,7 +97,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "A2UI_STREAM_PROJECTOR_CACHE_SURFACES",
-        "10000",
+        "2000",
         "Materialized surfaces the projector keeps, of the log partitions it owns: past it, the least recently changed runs are evicted and rebuilt from the run store (or the log) when a new event, a resync or a new subscriber needs them. 1 to 10000000.",
     ),
     (
@@ -269,7 +269,7 @@ class Settings:
     gateway_key: str = field(default="", repr=False)
     advertised_url: str = ""
     run_cache_mb: int = 64
-    projector_cache_surfaces: int = 10_000
+    projector_cache_surfaces: int = 2_000
     validator_cache_runs: int = 2_000
 
 
