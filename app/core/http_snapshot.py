@@ -31,15 +31,16 @@ the run's end closed it (spec/v2/core/errors.md §One code per state: a resolve 
 cannot resume (the suite's v2-interrupt-resolve-terminal). ``currentNodeId`` names the pending
 interrupt's node while the run waits for approval.
 
-May import: the standard library, app.core.run_lifecycle and app.core.wire_ids.
+May import: the standard library, app.core.principals, app.core.run_lifecycle and
+app.core.wire_ids.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from app.core.principals import tenant_of
 from app.core.run_lifecycle import TERMINAL_STATUSES
 from app.core.wire_ids import project_run_id
 
@@ -62,7 +63,6 @@ EXTENSION = "a2ui-stream.run"  # v2 snapshot extensions seat: ``<org>.<name>``
 LEGACY_ISSUER = "urn:openwop:legacy"  # RFC 0170 §A.3: a run without subject emission
 DEFAULT_TENANT = "local"  # the tenant of POST /runs' runIds, and of runIds without one
 WORKFLOW_OF_SURFACE_RUNS = "a2ui-stream:surfaces"  # ids.schema.json workflowId grammar
-_TENANT = re.compile(r"(anon:)?[A-Za-z0-9._~-]{1,128}")  # ids.schema.json tenantId
 
 
 def interrupts_of(events: Iterable[Mapping[str, Any]], status: str) -> dict[str, str]:
@@ -84,8 +84,8 @@ def interrupts_of(events: Iterable[Mapping[str, Any]], status: str) -> dict[str,
 
 
 def _tenant(run_id: str) -> str:
-    tenant, slash, _ = run_id.partition("/")
-    return tenant if slash and _TENANT.fullmatch(tenant) else DEFAULT_TENANT
+    # the one reading of a runId's tenant: the one issue 18's authorization checks
+    return tenant_of(run_id, DEFAULT_TENANT)
 
 
 def _payload(events: Sequence[Mapping[str, Any]], event_type: str) -> Mapping[str, Any] | None:

@@ -30,6 +30,7 @@ __all__ = [
     "Matched",
     "NotRouted",
     "Route",
+    "Scope",
     "WrongMethod",
     "match",
     "served",
@@ -46,6 +47,13 @@ Body = Literal["none", "raw", "json"]
 # always; seams: A2UI_STREAM_SEAMS=1; envelope_accept: the seams at floor 1
 # (app.core.discovery.serves_envelope_accept).
 When = Literal["always", "seams", "envelope_accept"]
+# Whose tenant the right is checked in (issue 18; app.core.principals), before anything reads
+# a run: ``run`` the path's runId (a foreign tenant answers as an unknown run); ``create`` the
+# tenant of the run it creates (``app.core.http_snapshot.DEFAULT_TENANT``: POST /runs places
+# its run there); ``body`` the runId the body names (the seams: checked once the body is read,
+# before the run's owner is asked); ``list`` the rows are filtered to the tenants the caller
+# may read; ``none`` no run is read (the right alone: the catch-alls under a run).
+Scope = Literal["run", "create", "body", "list", "none"]
 ANY = "*"
 
 # How each path parameter is read from its raw text: ``run`` one runId segment (up to a ``/``
@@ -81,6 +89,7 @@ class Route:
     body: Body = "none"
     owner: bool = False
     when: When = "always"
+    scope: Scope = "none"
     tag: str = "runs"
     documented: bool = True
     absent: str = ""
@@ -127,6 +136,7 @@ def _run_routes(prefix: str, *, v1: bool) -> tuple[Route, ...]:
             summary="The run snapshot",
             responses=_READ,
             owner=True,
+            scope="run",
             tag=tag,
         ),
         Route(
@@ -139,6 +149,7 @@ def _run_routes(prefix: str, *, v1: bool) -> tuple[Route, ...]:
             "the event-log read",
             responses=_READ,
             owner=True,
+            scope="run",
             tag=tag,
         ),
     ]
@@ -151,24 +162,26 @@ def _run_routes(prefix: str, *, v1: bool) -> tuple[Route, ...]:
                 summary="Long poll (afterSequence, timeout)",
                 responses=_READ,
                 owner=True,
+                scope="run",
                 tag=tag,
             )
         )
     routes += [
         Route(name=f"{key}fork_run", methods=("POST",), path=f"{run}:fork",
               summary="Fork or replay the run {mode, fromSeq?, runOptionsOverlay?}",
-              responses=_WRITE, right="emit", body="json", owner=True, tag=tag),
+              responses=_WRITE, right="emit", body="json", owner=True, scope="run", tag=tag),
         Route(name=f"{key}post_envelope", methods=("POST",), path=f"{run}/envelopes",
               summary="Admit one AI envelope through the production path", responses=_WRITE,
-              right="emit", body="raw", owner=True, tag=tag),
+              right="emit", body="raw", owner=True, scope="run", tag=tag),
         Route(name=f"{key}cancel_run", methods=("POST",), path=f"{run}/cancel",
-              summary="Cancel the run", responses=_WRITE, right="emit", owner=True, tag=tag),
+              summary="Cancel the run", responses=_WRITE, right="emit", owner=True,
+              scope="run", tag=tag),
         Route(name=f"{key}resolve_interrupt", methods=("POST",),
               path=f"{run}/interrupts/{{nodeId}}", summary="Resolve an interrupt {resumeValue}",
-              responses=_WRITE, right="approve", body="json", owner=True, tag=tag),
+              responses=_WRITE, right="approve", body="json", owner=True, scope="run", tag=tag),
         Route(name=f"{key}submit_action", methods=("POST",), path=f"{run}/actions",
               summary="A user's action from a surface", responses=_WRITE, right="act",
-              body="json", owner=True, tag=tag),
+              body="json", owner=True, scope="run", tag=tag),
         # Last: any other path under the prefix is 404, after auth (an unknown endpoint of a
         # run is answered as the run routes are: no token, no answer), saying how to write it.
         Route(name=f"{key}no_run_endpoint", methods=(ANY,), path=f"{prefix}/{{rest}}",
@@ -186,26 +199,27 @@ ROUTES: tuple[Route, ...] = (
           auth="none", right=None, tag="discovery"),
     Route(name="list_runs", methods=("GET",), path="/runs",
           summary="The run listing (RFC 0182; limit, cursor, workflowId, status)",
-          responses=(200, 400, 401, 503)),
+          responses=(200, 400, 401, 503), scope="list"),
     Route(name="create_run", methods=("POST",), path="/runs",
-          summary="Create a run {workflowId}", responses=_WRITE, right="emit", body="json"),
+          summary="Create a run {workflowId}", responses=_WRITE, right="emit", body="json",
+          scope="create"),
     *_run_routes("/runs", v1=False),
     Route(name="v1_create_run", methods=("POST",), path="/v1/runs",
           summary="Create a run {workflowId} (v1, rest-endpoints.md)", responses=_WRITE,
-          right="emit", body="json", tag="runs-v1"),
+          right="emit", body="json", scope="create", tag="runs-v1"),
     *_run_routes("/v1/runs", v1=True),
     Route(name="v1_emit_surface", methods=("POST",), path="/v1/host/sample/a2ui/emit-surface",
           summary="v1 seam {runId, surface, contentTrust?, nodeId?}", responses=_WRITE,
-          right="emit", body="json", when="seams", tag="seams", absent=_SEAM_OFF),
+          right="emit", body="json", when="seams", scope="body", tag="seams", absent=_SEAM_OFF),
     Route(name="v1_accept_envelope", methods=("POST",), path="/v1/host/sample/envelope/accept",
           summary="v1 acceptor seam {envelope, hostSupportedEnvelopes?, boundInterruptKind?}",
           responses=(200, 400, 401, 413, 415, 503), right="emit", body="json",
-          when="envelope_accept", tag="seams",
+          when="envelope_accept", scope="body", tag="seams",
           absent="the v1 envelope accept seam is served with A2UI_STREAM_SEAMS=1 at floor 1"),
     Route(name="v2_emit_surface", methods=("POST",),
           path="/conformance/seams/sample/a2ui/emit-surface",
           summary="v2 seam {runId, envelope}", responses=_WRITE, right="emit", body="raw",
-          when="seams", tag="seams", absent=_SEAM_OFF),
+          when="seams", scope="body", tag="seams", absent=_SEAM_OFF),
     Route(name="viewer_redirect", methods=("GET",), path="/ui", summary="To the viewer",
           responses=(302,), auth="none", right=None, tag="viewer"),
     Route(name="viewer_index", methods=("GET",), path="/ui/",
@@ -219,7 +233,7 @@ ROUTES: tuple[Route, ...] = (
           tag="viewer"),
     Route(name="viewer_runs", methods=("GET",), path="/ui/api/runs",
           summary="Recent runs of the deployment, for the viewer", responses=(200, 401),
-          tag="viewer"),
+          scope="list", tag="viewer"),
     Route(name="health", methods=("GET",), path="/health", summary="Liveness and topics",
           responses=(200,), auth="none", right=None, tag="operations"),
     Route(name="metrics", methods=("GET",), path="/metrics",

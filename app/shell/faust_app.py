@@ -40,6 +40,7 @@ from app.shell.http_gateway import AdmissionGateway
 from app.shell.http_streams import DeltaMemo, RunStreams
 from app.shell.metrics import Metrics
 from app.shell.ownership import Ownership
+from app.shell.principals_file import principals_for
 from app.shell.projector_loop import ProjectorConfig, ProjectorLoop
 from app.shell.run_index import RunIndex
 from app.shell.schema_files import load_schema_documents
@@ -277,6 +278,8 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         validator_group=f"{settings.app_id}-validator",
     )
     streams = RunStreams(index, DeltaMemo(rules), settings.sse_keepalive_seconds)
+    # who may do what in which tenant (issue 18): the tokens file is read once, here
+    principals = principals_for(settings)
     api = HttpApi(
         index=index,
         ownership=ownership,
@@ -284,8 +287,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         gateway=gateway,
         streams=streams,
         discovery=discovery,
-        tokens=settings.http_tokens,
-        auth=settings.http_auth,
+        principals=principals,
         delta_transport=settings.delta_transport,
         wait_seconds=settings.http_wait_seconds,
         max_record_bytes=settings.max_record_bytes,
@@ -311,7 +313,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         return web.text(metrics.render(), content_type="text/plain; version=0.0.4")
 
     # every route through the one dispatcher; the viewer at /ui/ (docs/viewer.md)
-    viewer = register_viewer(index, settings, ownership, forwarder)
+    viewer = register_viewer(index, settings, ownership, forwarder, principals)
     api.register(app, {**viewer, "health": health, "metrics": metrics_page})
     return app, stream_topics
 

@@ -1,6 +1,7 @@
 """OpenWOP over HTTP on the worker's web server (issue 6; docs/http.md).
 
-Shell module: the one dispatcher, bearer authentication, the handlers and I/O. The routes are
+Shell module: the one dispatcher, the caller's authorization (bearer tokens, tenants and rights:
+``app.core.principals``, issue 18), the handlers and I/O. The routes are
 data, ``app.core.routes.ROUTES`` (every route the worker serves: these, the viewer's, /health,
 /metrics; docs/http.md lists them with their auth and right); ``HttpApi.dispatch`` matches each
 request there and does the preamble once: the route (404), the token (401), the method (405
@@ -48,7 +49,6 @@ with a deadline and go through the Kafka path's intake (``app.core.http_admissio
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import random
 import uuid
@@ -85,12 +85,26 @@ from app.core.http_admission import (
 )
 from app.core.http_errors import HttpError, error
 from app.core.http_guard import RequestHead, check_request
-from app.core.http_snapshot import SNAPSHOT_EVENT_TYPES, snapshot
+from app.core.http_snapshot import DEFAULT_TENANT, SNAPSHOT_EVENT_TYPES, snapshot
 from app.core.keys import partition_for_run
 from app.core.openapi import document
 from app.core.ownership import FORWARDED_HEADER, Forward, Local, route
+from app.core.principals import (
+    LAPTOP,
+    Allowed,
+    Principal,
+    Principals,
+    Right,
+    Unauthenticated,
+    Unknown,
+    authenticate,
+    authorize,
+    bearer_token,
+    may,
+    tenant_of,
+)
 from app.core.refusal import Violation
-from app.core.routes import ROUTES, NotRouted, Route, WrongMethod, match
+from app.core.routes import ROUTES, Matched, NotRouted, Route, WrongMethod, match
 from app.core.run_lifecycle import lineage_of
 from app.core.run_list import ListQuery, Row, merge, parse_list_query, rows_after
 from app.core.stream_modes import (
@@ -142,11 +156,13 @@ def _wrong_method(allowed: tuple[str, ...]) -> web.Response:
 @dataclass(frozen=True)
 class Call:
     """What the dispatcher read for a handler: the route, the path's decoded parameters
-    (``runId``, ``nodeId``, ...), and for a route that takes a body its bytes (``raw``) and,
+    (``runId``, ``nodeId``, ...), the caller (``principal``: authorized for the route's right
+    in the run's tenant, issue 18), and for a route that takes a body its bytes (``raw``) and,
     for a JSON route, its value after intake (``body``)."""
 
     route: Route
     params: Mapping[str, str]
+    principal: Principal
     raw: bytes = b""
     body: Any = None
 
@@ -204,8 +220,7 @@ class HttpApi:
         gateway: AdmissionGateway,
         streams: RunStreams,
         discovery: DiscoveryConfig,
-        tokens: tuple[str, ...],
-        auth: bool,
+        principals: Principals,
         delta_transport: bool,
         wait_seconds: float,
         max_record_bytes: int,
@@ -218,8 +233,8 @@ class HttpApi:
         self.gateway = gateway
         self.streams = streams
         self.discovery = discovery
-        self.tokens = tuple(t.encode() for t in tokens)
-        self.auth = auth
+        # read once at start (app.shell.principals_file.principals_for): who may do what where
+        self.principals = principals
         # served only where discovery advertises it (the one predicate of app.core.discovery)
         self.delta_transport = delta_transport and serves_delta_transport(discovery)
         self.wait_seconds = wait_seconds
@@ -272,23 +287,30 @@ class HttpApi:
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         """The one preamble of every route, in this order: the route (404 for a path none
-        serves, whatever the method), the bearer token (401), the method (405 with Allow), the
-        run's owner (forwarded, or 503 while it has none: issue 15 item 2), the body (read
-        within the read timeout; a JSON route's after intake), then the route's handler."""
+        serves, whatever the method), the caller (issue 18: 401 without a known token; for a
+        run route the right in the run's tenant, a foreign run answered as an unknown one and
+        a missing right 403), the method (405 with Allow), the run's owner (forwarded, or 503
+        while it has none: issue 15 item 2), the body (read within the read timeout; a JSON
+        route's after intake), then the route's handler. Nothing reads the run before the
+        caller is authorized for it: not the owner map, not a cursor, not the body. A request
+        another worker forwarded carries the caller's Authorization and is authorized here
+        again."""
         found = match(self.routes, request.method, request.rel_url.raw_path, known=ROUTES)
         if isinstance(found, NotRouted):
             message = found.absent or f"no endpoint {request.path[:200]}"
             return _error(error("not_found", message))
         route = found.route
+        principal = LAPTOP  # an open route (no token) reads no run and lists nothing
         if route.auth == "bearer":
-            denied = self._unauthenticated(request)
-            if denied is not None:
-                return denied
+            caller = self._caller(request, found)
+            if isinstance(caller, web.Response):
+                return caller
+            principal = caller
         if isinstance(found, WrongMethod):
             return _wrong_method(found.allow)
         # the viewer's handlers read their parameters from match_info, as aiohttp fills it
         request.match_info.update(found.params)
-        call = Call(route, found.params)
+        call = Call(route, found.params, principal)
         if route.owner:
             elsewhere = await self._owner_route(request, found.params["runId"])
             if elsewhere is not None:
@@ -302,32 +324,51 @@ class HttpApi:
                 body = read_json_body(raw, max_bytes=self.max_record_bytes)
                 if isinstance(body, HttpError):
                     return _error(body)
-            call = Call(route, found.params, raw, body)
+            call = Call(route, found.params, principal, raw, body)
         return await self.handlers[route.name](request, call)
 
     # -- shared checks --------------------------------------------------------------------------
 
-    def _unauthenticated(self, request: web.Request) -> web.Response | None:
-        """Bearer tokens (issue 6 item 7). Compared in constant time; never logged."""
-        if not self.auth:
-            return None
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        given = token.strip().encode()
-        if (
-            scheme.lower() == "bearer"
-            and given
-            and any(hmac.compare_digest(given, known) for known in self.tokens)
-        ):
-            return None
-        message = (
-            "a bearer token is required (Authorization: Bearer <token>)"
-            if self.tokens
-            else "no token is configured on this worker: set A2UI_STREAM_HTTP_TOKENS"
-        )
-        return _error(
-            error("unauthenticated", message), {"WWW-Authenticate": 'Bearer realm="openwop"'}
-        )
+    def _caller(
+        self, request: web.Request, found: Matched | WrongMethod
+    ) -> Principal | web.Response:
+        """Who the caller is and whether it may use this route (issue 18; app.core.principals),
+        by the route's scope (app.core.routes): a run route is authorized for its right in the
+        runId's tenant before anything else reads the run; a route that creates a run, in the
+        tenant it creates it in; any other (the listings, the seams, whose run is in the body,
+        a catch-all) needs the right in some tenant here, and checks the tenant later (a
+        listing shows only the tenants the caller may read; a seam authorizes its body's runId
+        before its owner is asked). A wrong method needs only a known token: its 405 says
+        nothing about any run. Tokens are compared in constant time and never logged."""
+        presented = bearer_token(request.headers.get("Authorization"))
+        route, right = found.route, found.route.right
+        run_id = found.params.get("runId") if isinstance(found, Matched) else None
+        if right is not None and route.scope == "run" and run_id is not None:
+            return self._authorized(presented, right, run_id)
+        who = authenticate(self.principals, presented)
+        if isinstance(who, Unauthenticated):
+            return _unauthenticated(who)
+        if right is None or isinstance(found, WrongMethod):
+            return who
+        if right not in who.rights:
+            return _forbidden(right, "")
+        if route.scope == "create" and not may(who, right, DEFAULT_TENANT):
+            return _forbidden(right, f" (a run is created in the tenant {DEFAULT_TENANT!r})")
+        return who
+
+    def _authorized(
+        self, presented: str | None, right: Right, run_id: str
+    ) -> Principal | web.Response:
+        """``authorize`` for ``right`` on ``run_id``: the principal, or the answer. A run
+        outside the caller's tenants answers exactly as a run never recorded (``_no_run``)."""
+        decided = authorize(self.principals, presented, right, run_id, DEFAULT_TENANT)
+        if isinstance(decided, Allowed):
+            return decided.principal
+        if isinstance(decided, Unauthenticated):
+            return _unauthenticated(decided)
+        if isinstance(decided, Unknown):
+            return _no_run(run_id)
+        return _forbidden(decided.right, "")
 
     async def _raw_body(self, request: web.Request) -> bytes | web.Response:
         """The request body, read within the read timeout (A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS);
@@ -417,7 +458,7 @@ class HttpApi:
         except PartitionUnsure as unsure:
             return self._unavailable(str(unsure))
         if run is None:
-            return _error(error("not_found", f"run {run_id!r} has no recorded event"))
+            return _no_run(run_id)
         return run
 
     # -- discovery ------------------------------------------------------------------------------
@@ -581,6 +622,9 @@ class HttpApi:
         ``gated`` and ``blocked`` are decided from the request; every other envelope is
         admitted through the production path on the seam's run (forwarded to its owner). Served
         only where ``serves_envelope_accept`` says (the route table's ``envelope_accept``)."""
+        denied = self._seam_denied(request, SEAM_RUN)
+        if denied is not None:
+            return denied
         decided = decide_accept(call.body)
         if isinstance(decided, HttpError):
             return _error(decided)
@@ -619,10 +663,20 @@ class HttpApi:
             built = v2_seam_request(raw, max_record_bytes=self.max_record_bytes)
         if isinstance(built, HttpError):
             return _error(built)
+        denied = self._seam_denied(request, built.run_id)
+        if denied is not None:
+            return denied
         elsewhere = await self._owner_route(request, built.run_id, raw)
         if elsewhere is not None:
             return elsewhere
         return self._answer(await self._admit(built), style="v1-seam" if v1 else "v2-seam")
+
+    def _seam_denied(self, request: web.Request, run_id: str) -> web.Response | None:
+        """A seam's run is named by its body (or is the acceptor's own): authorized for
+        ``emit`` in its tenant as a run route's is, before its owner is asked (issue 18)."""
+        presented = bearer_token(request.headers.get("Authorization"))
+        decided = self._authorized(presented, "emit", run_id)
+        return decided if isinstance(decided, web.Response) else None
 
     # -- fork -------------------------------------------------------------------------------------
 
@@ -707,10 +761,10 @@ class HttpApi:
     # -- GET /runs: the listing, gathered from every partition's owner ------------------------
 
     async def list_runs(self, request: web.Request, call: Call) -> web.StreamResponse:
-        """One page of the deployment's runs (app.core.run_list: newest first, keyset cursor),
-        behind the same bearer rule as every run read (every token reads every run until
-        tenant scoping, issue 18). Each owner lists the partitions it owns and has read; this
-        worker asks every other owner once, with the caller's Authorization (a forwarded
+        """One page of the deployment's runs (app.core.run_list: newest first, keyset cursor)
+        that the caller may read (issue 18: the ``read`` right, the rows of its tenants only;
+        the dispatcher checked the right). Each owner lists the partitions it owns and has
+        read; this worker asks every other owner once, with the caller's Authorization (a forwarded
         listing answers its own rows only), and answers only when the answers cover every
         partition: while one has no ready owner or its owner does not answer (a rebalance),
         503 with Retry-After after A2UI_STREAM_HTTP_WAIT_SECONDS, never a partial page."""
@@ -722,12 +776,12 @@ class HttpApi:
             return _error(query)
         if FORWARDED_HEADER in request.headers:
             served = self.ownership.owned & self.index.ready_partitions
-            rows, more = self._local_page(query, served)
+            rows, more = self._local_page(query, served, call.principal)
             return _json(200, _owner_page(rows, more, served))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_seconds
         while True:
-            gathered = await self._gather_pages(request, query)
+            gathered = await self._gather_pages(request, query, call.principal)
             if gathered is not None:
                 return _json(200, merge(gathered, query))
             remaining = deadline - loop.time()
@@ -739,12 +793,13 @@ class HttpApi:
             await self.ownership.changed(min(remaining, 0.05))
 
     async def _gather_pages(
-        self, request: web.Request, query: ListQuery
+        self, request: web.Request, query: ListQuery, principal: Principal
     ) -> list[tuple[list[Row], bool]] | None:
         """This worker's page and every other owner's, or None when together they do not
-        cover every partition of the log."""
+        cover every partition of the log. Each owner is asked with the caller's
+        Authorization and lists only the tenants that caller may read (issue 18)."""
         served = self.ownership.owned & self.index.ready_partitions
-        pages = [self._local_page(query, served)]
+        pages = [self._local_page(query, served, principal)]
         covered = set(served)
         headers = self.forwarder.headers_of(request)
         origins = sorted(set(self.ownership.owner_urls().values()))
@@ -760,14 +815,20 @@ class HttpApi:
             return None
         return pages
 
-    def _local_page(self, query: ListQuery, served: set[int]) -> tuple[list[Row], bool]:
-        """The first ``query.limit`` rows of the partitions in ``served`` after the cursor,
-        and whether more follow. Filters on the stored summary's status first (no run is
-        loaded for it), then on the snapshot (workflowId is in the run's first events)."""
+    def _local_page(
+        self, query: ListQuery, served: set[int], principal: Principal
+    ) -> tuple[list[Row], bool]:
+        """The first ``query.limit`` rows of the partitions in ``served`` after the cursor
+        that ``principal`` may read (issue 18: a run of another tenant is not listed, as if it
+        did not exist), and whether more follow. Filters on the tenant and the stored
+        summary's status first (no run is loaded for them), then on the snapshot (workflowId
+        is in the run's first events)."""
         keys = {
             (s.updated_ms, s.run_id)
             for s in self.index.summaries()
-            if s.partition in served and (query.status is None or s.status == query.status)
+            if s.partition in served
+            and (query.status is None or s.status == query.status)
+            and may(principal, "read", tenant_of(s.run_id, DEFAULT_TENANT))
         }
         rows: list[Row] = []
         for updated, run_id in rows_after(keys, query):
@@ -823,7 +884,8 @@ class HttpApi:
         deadline = loop.time() + self.wait_seconds
         forwarded = FORWARDED_HEADER in request.headers
         while True:
-            run_id = self._fresh_run_id("local/")
+            # the tenant the dispatcher authorized the caller in (the route's scope "create")
+            run_id = self._fresh_run_id(f"{DEFAULT_TENANT}/")
             if run_id is not None:
                 return run_id
             owners = [o for o in self.ownership.owners.values() if o.owned]
@@ -897,6 +959,28 @@ class HttpApi:
             201,
             {"runId": run_id, "sequence": event["sequence"], "eventId": event["eventId"]},
         )
+
+
+def _no_run(run_id: str) -> web.Response:
+    """The answer for a run never recorded, and (byte for byte: issue 18's no existence
+    oracle) for a run outside the caller's tenants."""
+    return _error(error("not_found", f"run {run_id!r} has no recorded event"))
+
+
+def _unauthenticated(decided: Unauthenticated) -> web.Response:
+    message = (
+        "a bearer token is required (Authorization: Bearer <token>)"
+        if decided.tokens_configured
+        else "no token is configured on this worker: set A2UI_STREAM_HTTP_TOKENS "
+        "or A2UI_STREAM_HTTP_TOKENS_FILE"
+    )
+    return _error(error("unauthenticated", message), {"WWW-Authenticate": 'Bearer realm="openwop"'})
+
+
+def _forbidden(right: Right, why: str) -> web.Response:
+    """403: the caller lacks ``right`` (in one of its own tenants: a foreign run is answered as
+    an unknown one). The same whether the run exists or not; it names no run."""
+    return _error(error("forbidden", f"this token does not hold the {right!r} right here{why}"))
 
 
 def _taking_request(handler: PlainHandler) -> Handler:

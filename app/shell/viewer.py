@@ -14,14 +14,15 @@ Routes (their table is app.core.routes; the dispatcher is app.shell.http_api's):
                                gathered from every partition's owner (issue 15 item 2)
 
 The pages and assets hold no run data and need no token. ``/ui/api/runs`` follows the HTTP
-API's rule: a bearer token unless auth is off (``a2ui-stream up``, loopback only). When the
-assets are not built, every page answers 503 with a page that says how to build them.
+API's rule: a bearer token unless auth is off (``a2ui-stream up``, loopback only), the ``read``
+right, and only the runs of the tenants the token may read (issue 18; each owner asked filters
+its own, by the caller's Authorization it is sent). When the assets are not built, every page
+answers 503 with a page that says how to build them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,7 +31,19 @@ import orjson
 from aiohttp import web
 
 from app.core.http_errors import error
+from app.core.http_snapshot import DEFAULT_TENANT
 from app.core.ownership import FORWARDED_HEADER
+from app.core.principals import (
+    TOKENLESS,
+    Principal,
+    Principals,
+    Unauthenticated,
+    authenticate,
+    bearer_token,
+    may,
+    plain_principals,
+    tenant_of,
+)
 from app.core.run_lifecycle import TERMINAL_STATUSES
 from app.core.viewer_index import CONTENT_SECURITY_POLICY, RunSummary, asset_type, recent_runs
 from app.shell.run_store import RunSummary as StoredSummary
@@ -87,7 +100,9 @@ class Gatherer(Protocol):
 
 
 class ViewerPages:
-    """The viewer's request handlers over a run index and a built assets directory."""
+    """The viewer's request handlers over a run index and a built assets directory.
+    ``principals``: the worker's (read once at start); without them, ``auth`` and ``tokens``
+    are the plain token list's (every tenant, every right)."""
 
     def __init__(
         self,
@@ -99,13 +114,15 @@ class ViewerPages:
         owners: Owners | None = None,
         gatherer: Gatherer | None = None,
         worker_id: str = "",
+        principals: Principals | None = None,
     ) -> None:
         self.index = index
         self.owners = owners
         self.gatherer = gatherer
         self.worker_id = worker_id
-        self.auth = auth
-        self.tokens = tuple(t.encode() for t in tokens)
+        if principals is None:
+            principals = plain_principals(tokens) if auth else TOKENLESS
+        self.principals = principals
         self.dist = dist
 
     def built(self) -> bool:
@@ -138,13 +155,14 @@ class ViewerPages:
         store, and every other owner's, asked once each (a request that another worker
         forwarded answers with its own runs only). ``ready`` is false while a partition has
         no ready owner or an owner did not answer (a rebalance; the list may be partial)."""
-        denied = self._unauthenticated(request)
-        if denied is not None:
-            return denied
+        who = self._caller(request)
+        if not isinstance(who, Principal):
+            return who
         summaries = [
             RunSummary(s.run_id, s.last_sequence, s.status, s.status in TERMINAL_STATUSES,
                        s.events, s.updated_ms)
             for s in self.index.summaries()
+            if may(who, "read", tenant_of(s.run_id, DEFAULT_TENANT))
         ]  # fmt: skip
         owned = self.owners.owned if self.owners is not None else set()
         ready = owned <= self.index.ready_partitions
@@ -178,18 +196,13 @@ class ViewerPages:
             )
         )
 
-    def _unauthenticated(self, request: web.Request) -> web.Response | None:
-        """The HTTP API's bearer rule (app.shell.http_api): constant-time, never logged."""
-        if not self.auth:
-            return None
-        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        token = given.strip().encode()
-        if (
-            scheme.lower() == "bearer"
-            and token
-            and any(hmac.compare_digest(token, known) for known in self.tokens)
-        ):
-            return None
+    def _caller(self, request: web.Request) -> Principal | web.Response:
+        """The HTTP API's bearer rule (app.core.principals: constant-time, never logged); the
+        dispatcher has checked it and the ``read`` right already, this keeps the handler safe
+        on its own. Only the runs of the tenants the caller may read are listed."""
+        who = authenticate(self.principals, bearer_token(request.headers.get("Authorization")))
+        if not isinstance(who, Unauthenticated):
+            return who
         failure = error("unauthenticated", "a bearer token is required (Authorization: Bearer)")
         return _json(failure.status, failure.body, {"WWW-Authenticate": 'Bearer realm="openwop"'})
 
@@ -220,7 +233,11 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.
 
 
 def register(
-    index: Runs, settings: Settings, owners: Owners, gatherer: Gatherer
+    index: Runs,
+    settings: Settings,
+    owners: Owners,
+    gatherer: Gatherer,
+    principals: Principals | None = None,
 ) -> dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]]:
     """The viewer's handlers by their route's name in the route table (app.core.routes: the
     paths, the methods and the bearer rule of ``/ui/api/runs`` are there; the dispatcher in
@@ -232,6 +249,7 @@ def register(
         owners=owners,
         gatherer=gatherer,
         worker_id=settings.worker_id,
+        principals=principals,
     )
     return {
         "viewer_redirect": pages.redirect,

@@ -105,6 +105,11 @@ def test_the_table_is_well_formed() -> None:
         assert route.owner == ("{runId}" in route.path), route.name
         assert (route.body != "none") <= ("POST" in route.methods), route.name
         assert route.documented == ("*" not in route.methods), route.name
+        # issue 18: a route whose path names a run authorizes that run's tenant; an open
+        # route checks no tenant; the others say where their tenant comes from
+        assert (route.scope == "run") == ("{runId}" in route.path), route.name
+        assert (route.auth == "none") <= (route.scope == "none"), route.name
+        assert (route.scope == "body") == (route.tag == "seams"), route.name
     # one resource per template: the routes sharing a path share its auth
     for route in ROUTES:
         assert {r.auth for r in ROUTES if r.path == route.path} == {route.auth}
@@ -126,7 +131,7 @@ def doc_row(route: Route) -> str:
     owner = "yes" if route.owner else ""
     return (
         f"| `{methods}` | `{route.path}`{when[route.when]} | {route.auth} | "
-        f"{route.right or '-'} | {route.body} | {owner} |"
+        f"{route.right or '-'} | {route.scope} | {route.body} | {owner} |"
     )
 
 
