@@ -28,6 +28,8 @@ _REASONS = {
     302: "Found: the viewer's page",
     400: "validation_error (an OpenWOP error envelope)",
     401: "unauthenticated: a bearer token is required",
+    403: "forbidden: the token lacks the route's right in the run's tenant (a run of another "
+    "tenant answers as an unknown one: 404)",
     404: "not_found",
     409: "a conflict (e.g. run_terminal, envelope_correlation_conflict)",
     413: "payload_too_large",

@@ -117,8 +117,8 @@ def _compile(template: str) -> re.Pattern[str]:
     return re.compile("".join(out))
 
 
-_READ = (200, 400, 401, 404, 503)
-_WRITE = (201, 400, 401, 404, 409, 413, 415, 422, 503, 504)
+_READ = (200, 400, 401, 403, 404, 503)
+_WRITE = (201, 400, 401, 403, 404, 409, 413, 415, 422, 503, 504)
 _SEAM_OFF = "the conformance seams are off (A2UI_STREAM_SEAMS)"
 
 

@@ -3,8 +3,9 @@
 Shell module: reads the file's bytes and calls the pure ``app.core.principals.parse_principals``
 once; ``principals_for`` joins it with the plain ``A2UI_STREAM_HTTP_TOKENS`` list (every tenant,
 every right) and the laptop mode (``A2UI_STREAM_HTTP_AUTH=off``: ``TOKENLESS``, the file is not
-read, as tokens are ignored there today). The route dispatcher gets the result once and passes
-it to ``app.core.principals.authorize``; nothing here is wired into a route yet.
+read, as tokens are ignored there today). The worker builds the result once at start and the
+route dispatcher (``app.shell.http_api``) checks every request with
+``app.core.principals.authorize`` (docs/http.md, "Tenant-scoped tokens").
 
 Secrets: the file holds SHA-256 digests only, and nothing here logs. An error names the
 variable, the file, the entry and the field (``app.core.principals.Malformed``), never a token
