@@ -117,6 +117,11 @@ class WorkerProcess:
             "A2UI_STREAM_WEB_PORT": str(self.web_port),
             "A2UI_STREAM_DATA_DIR": str(self.tmp / f"data-{self.worker_id}"),
             "A2UI_STREAM_LOG_LEVEL": "info",
+            # far below the runs in play, so every scenario moves run states out of memory and
+            # back under its faults (the validator's bounded cache, issue 15)
+            "A2UI_STREAM_VALIDATOR_CACHE_RUNS": os.environ.get(
+                "A2UI_STREAM_VALIDATOR_CACHE_RUNS", "8"
+            ),
             # one deployment: every worker of the fleet verifies the others' host commands
             "A2UI_STREAM_GATEWAY_KEY": os.environ.get("A2UI_STREAM_GATEWAY_KEY")
             or hashlib.sha256(s.app_id.encode()).hexdigest(),
