@@ -33,6 +33,7 @@ from app.core.policy import HostPolicy
 from app.core.routes import ROUTES, served
 from app.core.topic_plan import TopicSpec
 from app.shell import log_safety
+from app.shell.assignor import WarmAssignor
 from app.shell.gateway_key import gateway_key
 from app.shell.http_api import HttpApi, request_guard
 from app.shell.http_forward import Forwarder
@@ -262,6 +263,9 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         cache_bytes=settings.run_cache_mb * 1024 * 1024,
     )
     projector.store = index.opened_store  # a rebuild reads a run's events there first
+    # Both groups assign alike, each worker its warm partitions (app.shell.assignor).
+    validator.assignor = WarmAssignor(settings.worker_id, index.warm_partitions)
+    projector.assignor = WarmAssignor(settings.worker_id, index.warm_partitions)
     ownership.on_assigned.append(index.assigned)
     ownership.on_revoked.append(index.revoked)
     forwarder = Forwarder(

@@ -166,10 +166,18 @@ def quiet_client_logs(debug: bool = False) -> None:
 MAX_FETCH_BYTES = 8 * 1024 * 1024
 
 
-def group_consumer(bootstrap: str, group_id: str, *, fast_groups: bool) -> AIOKafkaConsumer:
+def group_consumer(
+    bootstrap: str, group_id: str, *, fast_groups: bool, assignors: tuple[object, ...] = ()
+) -> AIOKafkaConsumer:
     """A (not yet started) consumer-group member as the validator and the projector use it:
     manual commits, ``read_committed``, from the earliest offset when the group has none; with
-    ``fast_groups`` the short timeouts that make a join take seconds (laptops and tests)."""
+    ``fast_groups`` the short timeouts that make a join take seconds (laptops and tests);
+    ``assignors``: the assignment protocols it offers (``app.shell.assignor.strategies``;
+    default aiokafka's round-robin)."""
+    if assignors:
+        timeouts_extra: dict[str, Any] = {"partition_assignment_strategy": assignors}
+    else:
+        timeouts_extra = {}
     timeouts: dict[str, Any] = (
         {"session_timeout_ms": 10000, "heartbeat_interval_ms": 1000, "rebalance_timeout_ms": 10000}
         if fast_groups
@@ -183,6 +191,7 @@ def group_consumer(bootstrap: str, group_id: str, *, fast_groups: bool) -> AIOKa
         isolation_level="read_committed",
         max_partition_fetch_bytes=MAX_FETCH_BYTES,
         **timeouts,
+        **timeouts_extra,
     )
 
 

@@ -72,6 +72,7 @@ from app.core.projector_runs import (
 from app.core.subscriptions import Registry, register
 from app.core.surfaces import Surface, SurfaceKey
 from app.core.topic_plan import TopicSpec, subscriber_topic
+from app.shell.assignor import WarmAssignor, strategies
 from app.shell.kafka_io import group_consumer, partitions_of, read_range, until_done
 from app.shell.run_store import RunStore
 from app.shell.topics_admin import ensure_topics, load_definitions
@@ -158,6 +159,9 @@ class ProjectorLoop:
         # The read side's store of this worker (app.shell.run_index), when it is open: a
         # rebuild reads a run's events there first.
         self.store = store
+        # the group's assignment: warm partitions back to their worker, as the validator's
+        # (app.shell.assignor); None: aiokafka's round-robin
+        self.assignor: WarmAssignor | None = None
         self.lock = asyncio.Lock()
         self.partitions: dict[int, _Partition] = {}  # owned and taken: projected by this loop
         self.taking: dict[TopicPartition, asyncio.Task[None]] = {}
@@ -205,7 +209,10 @@ class ProjectorLoop:
 
     def _new_consumer(self) -> AIOKafkaConsumer:
         return group_consumer(
-            self.config.bootstrap, self.config.group_id, fast_groups=self.config.fast_groups
+            self.config.bootstrap,
+            self.config.group_id,
+            fast_groups=self.config.fast_groups,
+            assignors=strategies(self.assignor),
         )
 
     def _new_producer(self) -> AIOKafkaProducer:

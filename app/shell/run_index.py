@@ -225,10 +225,19 @@ class RunIndex:
         """The store once started (the projector rebuilds runs from it), else None."""
         return self._store
 
+    def warm_partitions(self) -> frozenset[int]:
+        """The log partitions this worker's store holds warm (a fresh checkpoint): offered to
+        the consumer groups' assignment (app.shell.assignor), which may come before ``start``,
+        so the store is opened here when it is not yet."""
+        if self._store is None:
+            self._store = RunStore.open(self.store_path, self.log_topic)
+        return self._store.checkpointed()
+
     async def start(self) -> None:
         """Open the store (``RunStore.open``: rebuilt when damaged; ``StoreLockedError`` when
-        another process holds it) and the consumer."""
-        self._store = RunStore.open(self.store_path, self.log_topic)
+        another process holds it), unless ``warm_partitions`` did, and the consumer."""
+        if self._store is None:
+            self._store = RunStore.open(self.store_path, self.log_topic)
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             enable_auto_commit=False,

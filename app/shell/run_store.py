@@ -176,6 +176,16 @@ class RunStore:
         offset, at = _CHECKPOINT.unpack(raw)
         return int(offset), int(at)
 
+    def checkpointed(self, now_ms: int | None = None) -> frozenset[int]:
+        """The partitions whose checkpoint a tail would resume from (not older than
+        ``STALE_MS``): what this store holds warm."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        found: set[int] = set()
+        for key, value in self._scan(b"c"):
+            if len(key) == 3 and now_ms - int(_CHECKPOINT.unpack(value)[1]) <= STALE_MS:
+                found.add(int.from_bytes(key[1:], "big"))
+        return frozenset(found)
+
     def resume_offset(self, partition: int, log_end: int, now_ms: int | None = None) -> int:
         """Where the tail of ``partition`` starts: its checkpoint, or 0 after dropping the
         partition's data when the checkpoint is missing, past ``log_end`` (the topic was

@@ -87,6 +87,7 @@ from app.core.validator_restore import (
     restore_partition,
     tail_runs,
 )
+from app.shell.assignor import WarmAssignor, strategies
 from app.shell.kafka_io import group_consumer, read_range, read_tail, read_topic, until_done
 from app.shell.metrics import Metrics
 from app.shell.ownership import NO_OWNERSHIP, generation_of
@@ -327,6 +328,9 @@ class ValidatorLoop:
         self.fenced = 0
         self.closing: set[asyncio.Task[None]] = set()  # producers being stopped
         self.ownership = NO_OWNERSHIP  # issue 15 item 2: the worker's (app.shell.faust_app)
+        # the group's assignment: warm partitions back to their worker (app.shell.assignor);
+        # None: aiokafka's round-robin
+        self.assignor: WarmAssignor | None = None
         # Restores so far, by way ("changelog" | "replay"), and the records they read, by topic
         # ("changelog" | "log" | "deadletter"): a2ui_validator_restore* metrics, the shell tests.
         self.restores: dict[str, int] = {"changelog": 0, "replay": 0}
@@ -346,7 +350,10 @@ class ValidatorLoop:
 
     def _new_consumer(self) -> AIOKafkaConsumer:
         return group_consumer(
-            self.config.bootstrap, self.config.group_id, fast_groups=self.config.fast_groups
+            self.config.bootstrap,
+            self.config.group_id,
+            fast_groups=self.config.fast_groups,
+            assignors=strategies(self.assignor),
         )
 
     def _new_producer(self, transactional_id: str | None) -> AIOKafkaProducer:
