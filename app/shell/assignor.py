@@ -4,9 +4,16 @@ Shell module: the aiokafka side of the pure decision. With its JoinGroup each me
 which worker it is and which partitions its read side's store holds warm
 (``RunIndex.warm_partitions``); the group's leader, whichever member that is, assigns with
 ``app.core.assignment.assign``: balanced, each worker its warm partitions where it can, the
-same answer in both groups. Offered before aiokafka's round-robin, which stays the protocol a
-group falls back to while members of an older version are in it (a group uses the first
-protocol every member offers).
+same answer in both groups.
+
+It is the only protocol a member offers. aiokafka 0.14 sends one JoinGroup per configured
+assignor, the first offering only the first protocol, the next the first two, and so on
+(aio-libs/aiokafka#1168, open): with round-robin offered second as a fallback, every join of a
+member rebalanced the group again, and two workers under load never settled (CI, stop 22: the
+second worker's validator had no assignment after 90 s). So a deployment moves to this
+assignor all at once: a member of an older version (round-robin only) in the same group makes
+the broker refuse the join (``InconsistentGroupProtocolError``); stop every worker, then start
+the new ones (docs/http.md, "Ownership").
 """
 
 from __future__ import annotations
@@ -77,7 +84,8 @@ class WarmAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
 
 
 def strategies(assignor: WarmAssignor | None) -> tuple[object, ...]:
-    """``partition_assignment_strategy`` for a group consumer: ours first, then round-robin."""
+    """``partition_assignment_strategy`` for a group consumer: ours alone (module docstring:
+    aiokafka joins once per strategy), else aiokafka's round-robin."""
     if assignor is None:
         return (RoundRobinPartitionAssignor,)
-    return (assignor, RoundRobinPartitionAssignor)
+    return (assignor,)

@@ -62,3 +62,41 @@ async def test_a_rejoining_worker_gets_its_warm_partitions_back(broker, b_first:
         assert (a, b) == ({0, 2, 4}, {1, 3, 5})
     finally:
         await asyncio.gather(*(c.stop() for c in consumers.values()))
+
+
+async def test_every_join_offers_the_whole_protocol_list(broker, monkeypatch) -> None:
+    """aiokafka 0.14 sends one JoinGroup per configured assignor, each offering only the
+    assignors before it and itself (aio-libs/aiokafka#1168): with a fallback after ours, every
+    join of a member rebalanced the group again, and two workers under load never settled (CI,
+    stop 22). So each JoinGroup a member sends must offer the whole list it is configured with."""
+    import aiokafka.consumer.group_coordinator as coordinator
+
+    real = coordinator.JoinGroupRequest
+    offered: list[list[str]] = []
+
+    def spy(*args: object) -> object:
+        protocols = args[-1]
+        assert isinstance(protocols, list)
+        offered.append([name for name, _metadata in protocols])
+        return real(*args)
+
+    spy.UNKNOWN_MEMBER_ID = real.UNKNOWN_MEMBER_ID  # type: ignore[attr-defined]
+    monkeypatch.setattr(coordinator, "JoinGroupRequest", spy)
+
+    topic = await _topic(broker.bootstrap, 2)
+    configured = strategies(WarmAssignor("a", lambda: [0]))
+    consumer = group_consumer(
+        broker.bootstrap,
+        f"assignor-{uuid.uuid4().hex[:8]}",
+        fast_groups=True,
+        assignors=configured,
+    )
+    consumer.subscribe([topic])
+    await consumer.start()
+    try:
+        assert await _assigned([consumer], 2) == [{0, 1}]
+    finally:
+        await consumer.stop()
+    names = [a.name for a in configured]
+    assert offered, "no JoinGroup was sent"
+    assert all(o == names for o in offered), offered
