@@ -162,7 +162,11 @@ def v2_document(config: DiscoveryConfig) -> dict[str, Any]:
     """The closed v2 document: family records ``{status, since, until?, witness, ...facets}``
     (§12). ``supportedEnvelopes.kinds`` lists only ``ui.a2ui-surface``: universal kinds "need
     not be listed" (facet seat). The RFC 0114 ``a2uiSurface.deltaTransport`` facet is deprecated
-    for major 2 (§10) and never appears here."""
+    for major 2 (§10) and never appears here.
+
+    No ``replay`` record, although ``POST /runs/{runId}:fork`` is served: the record promises
+    what this host does not give (replay.md: ``GET /host/effect-seams``, no fan-out of a fork's
+    fixed history to outward consumers, re-execution from ``fromSeq``); docs/http.md "Fork"."""
     doc: dict[str, Any] = {
         "protocolVersions": list(PROTOCOL_VERSIONS),
         "preferredVersion": PREFERRED_VERSION,

@@ -215,6 +215,19 @@ def test_law_the_advertised_catalog_is_an_admission_policy(floor: int, strictnes
     assert all(policy.knows(kind) for kind in v1_document(config())["supportedEnvelopes"])
 
 
+@pytest.mark.parametrize("floor", sorted(SURFACE_VERSIONS))
+@pytest.mark.parametrize("seams", [True, False])
+def test_v2_does_not_advertise_the_replay_family(floor: int, seams: bool) -> None:
+    """No ``replay`` record at any floor, with or without the seams, although ``:fork`` is
+    served: a v2 ``replay`` record promises GET /host/effect-seams, replay suppression on
+    every outward path (our subscriber frames deliver a fork's copied prefix) and re-execution
+    from ``fromSeq`` (our fork re-executes nothing), none of which this host gives
+    (docs/http.md "Fork"). The suite then records its replay-gated scenarios inapplicable."""
+    document = v2_document(config(floor=floor, seams=seams))
+    assert "replay" not in document
+    assert "effectSeamsManifest" not in json.dumps(document)
+
+
 def test_v2_records_that_are_not_stable_carry_until() -> None:
     for name, record in v2_document(config()).items():
         if isinstance(record, dict) and "status" in record:
