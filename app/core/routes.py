@@ -168,7 +168,8 @@ def _run_routes(prefix: str, *, v1: bool) -> tuple[Route, ...]:
         )
     routes += [
         Route(name=f"{key}fork_run", methods=("POST",), path=f"{run}:fork",
-              summary="Fork or replay the run {mode, fromSeq?, runOptionsOverlay?}",
+              summary="Fork the run {mode, fromSeq?, runOptionsOverlay?}: a new run holding "
+              "its events before fromSeq as recorded; nothing re-executes",
               responses=_WRITE, right="emit", body="json", owner=True, scope="run", tag=tag),
         Route(name=f"{key}post_envelope", methods=("POST",), path=f"{run}/envelopes",
               summary="Admit one AI envelope through the production path", responses=_WRITE,
