@@ -966,10 +966,32 @@ async def restart(bench: Bench, worker: Worker, *, graceful: bool = False) -> di
     }
 
 
-async def cpu_window(bench: Bench, envelopes: int) -> dict[str, float]:
-    """CPU (all workers, utime + stime) per envelope while ``envelopes`` more are recorded."""
+# What each worker did in a CPU window, from its /metrics (the counters' increase): the
+# validator's batches and partition commits (a small batch pays the same round trips as a large
+# one), its run states moved to the local store and back, and the log records its read side
+# tailed.
+_WINDOW_COUNTERS = {
+    "validator_batches": ("a2ui_validator_batches_total",),
+    "validator_commits": ("a2ui_validator_commits_total",),
+    "run_state_moves": (
+        'a2ui_validator_run_state_moves_total{way="evicted"}',
+        'a2ui_validator_run_state_moves_total{way="loaded"}',
+    ),
+    "read_side_records": ("a2ui_http_records_read_total",),
+}
+
+
+def _window_counts(metrics: dict[str, float] | None) -> dict[str, float]:
+    metrics = metrics or {}
+    return {k: sum(metrics.get(n, 0.0) for n in names) for k, names in _WINDOW_COUNTERS.items()}
+
+
+async def cpu_window(bench: Bench, envelopes: int) -> dict[str, Any]:
+    """CPU (all workers, utime + stime) per envelope while ``envelopes`` more are recorded,
+    and each worker's share of it with what it did meanwhile (``_WINDOW_COUNTERS``)."""
     await bench.sync()
-    cpu0, t0 = sum(w.cpu_seconds() for w in bench.workers), time.monotonic()
+    counts0 = [_window_counts(await bench.metrics(w)) for w in bench.workers]
+    cpus0, t0 = [w.cpu_seconds() for w in bench.workers], time.monotonic()
     target = bench.envelopes + envelopes
     while bench.envelopes < target:
         await bench.flow()
@@ -977,12 +999,34 @@ async def cpu_window(bench: Bench, envelopes: int) -> dict[str, float]:
         await bench.publish(min(SUB_CHUNK, target - bench.envelopes))
     await bench.sync()
     wall = time.monotonic() - t0
-    cpu = sum(w.cpu_seconds() for w in bench.workers) - cpu0
+    used = [w.cpu_seconds() - c for w, c in zip(bench.workers, cpus0, strict=True)]
+    counts1 = [_window_counts(await bench.metrics(w)) for w in bench.workers]
+    workers: list[dict[str, Any]] = []
+    for worker, cpu, before, after in zip(bench.workers, used, counts0, counts1, strict=True):
+        done = {k: after[k] - before[k] for k in _WINDOW_COUNTERS}
+        workers.append(
+            {
+                "worker": worker.name,
+                "cpu_s": cpu,
+                "cores": cpu / wall if wall else 0.0,
+                **done,
+                "records_per_commit": (
+                    envelopes / len(bench.workers) / done["validator_commits"]
+                    if done["validator_commits"]
+                    else None
+                ),
+            }
+        )
+    cpu = sum(used)
+    commits = sum(w["validator_commits"] for w in workers)
     return {
         "envelopes": envelopes,
         "cpu_us_per_envelope": cpu / envelopes * 1e6,
         "seconds": wall,
         "envelopes_per_second": envelopes / wall,
+        "validator_commits_per_1k_envelopes": commits / envelopes * 1000,
+        "run_state_moves_per_envelope": sum(w["run_state_moves"] for w in workers) / envelopes,
+        "workers": workers,
     }
 
 
@@ -1396,6 +1440,10 @@ def _cells(d: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"{two['cpu']['cpu_us_per_envelope']:,.0f} µs",
             "not above one worker's",
         ),
+        ("  in that window, one / two workers: envelopes/s", _window_cell(one, two, "rate"), ""),
+        ("  validator commits per 1k envelopes", _window_cell(one, two, "commits"), ""),
+        ("  run states moved per envelope", _window_cell(one, two, "moves"), ""),
+        ("  each worker's cores", _window_cell(one, two, "cores"), ""),
         ("second worker ready after it started", _s([two["join"]["ready_s"]]), ""),
         ("  partitions split and restored (gauge)", _s([two["join"]["validator_restored_s"]]), ""),
         ("  both quiet", _s([two["join"]["quiet_s"]]), ""),
@@ -1403,6 +1451,21 @@ def _cells(d: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("restart to ready, SIGKILL, one of two", _s([two["restart_one"]["ready_s"]]), ""),
         *_read_cells(d),
     ]
+
+
+def _window_cell(one: dict[str, Any], two: dict[str, Any], what: str) -> str:
+    """One figure of the two CPU windows (``cpu_window``), one worker / two workers."""
+
+    def fig(window: dict[str, Any]) -> str:
+        if what == "rate":
+            return f"{window.get('envelopes_per_second', 0):,.0f}"
+        if what == "commits":
+            return f"{window.get('validator_commits_per_1k_envelopes', 0):,.1f}"
+        if what == "moves":
+            return f"{window.get('run_state_moves_per_envelope', 0):.2f}"
+        return " + ".join(f"{w['cores']:.2f}" for w in window.get("workers", []))
+
+    return f"{fig(one['cpu'])} / {fig(two['cpu'])}"
 
 
 def _curve_cells(d: dict[str, Any], mark: int) -> str:

@@ -342,6 +342,10 @@ class ValidatorLoop:
         # Run states out of memory (config.cache_runs), and how often they were moved.
         self.store: ValidatorStore | None = None
         self.evictions = 0
+        # Batches decided and the partition commits (transactions) they took: the per-batch
+        # round trips are most of a small batch's cost (a2ui_validator_batches_total).
+        self.batches = 0
+        self.commits = 0
         self.loads = 0
         self.replay_next: set[int] = set()  # a stored state did not decode: replay the log
         metrics.extra.append(self.render_metrics)
@@ -801,6 +805,8 @@ class ValidatorLoop:
                 self.consumer.seek(self._tp(partition), position)
             return
         results = await self._commit(planned)
+        self.batches += 1
+        self.commits += len(planned)
         for plan, failure in zip(planned, results, strict=True):
             self._settle(plan, failure)
         for partition, records in isolated.items():
@@ -1213,6 +1219,13 @@ class ValidatorLoop:
             "# TYPE a2ui_validator_run_state_moves_total counter",
             f'a2ui_validator_run_state_moves_total{{way="evicted"}} {self.evictions}',
             f'a2ui_validator_run_state_moves_total{{way="loaded"}} {self.loads}',
+            "# HELP a2ui_validator_batches_total Record batches decided.",
+            "# TYPE a2ui_validator_batches_total counter",
+            f"a2ui_validator_batches_total {self.batches}",
+            "# HELP a2ui_validator_commits_total Partition commits of those batches (one "
+            "transaction each, or one produce-then-commit without transactions).",
+            "# TYPE a2ui_validator_commits_total counter",
+            f"a2ui_validator_commits_total {self.commits}",
             "# HELP a2ui_validator_partitions Admission partitions this validator decides for.",
             "# TYPE a2ui_validator_partitions gauge",
             f"a2ui_validator_partitions {len(self.partitions)}",

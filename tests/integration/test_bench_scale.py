@@ -60,6 +60,12 @@ async def test_bench_scale_at_ci_size(broker: Broker, capsys: pytest.CaptureFixt
         assert 0 <= w["http_runs"] <= two["expected"]["live_runs"] and w["rss_mb"] > 0
     assert 0 < a["validator_run_states"] + b["validator_run_states"] <= one["validator_run_states"]
     assert two["cpu"]["cpu_us_per_envelope"] > 0 and two["join"]["ready_s"] > 0
+    # what each worker did in the CPU windows: both decided batches, in commits
+    assert [w["worker"] for w in one["cpu"]["workers"]] == ["a"]
+    assert [w["worker"] for w in two["cpu"]["workers"]] == ["a", "b"]
+    for window in (one["cpu"], two["cpu"]):
+        assert all(w["validator_commits"] >= w["validator_batches"] > 0 for w in window["workers"])
+        assert window["validator_commits_per_1k_envelopes"] > 0
     assert two["join"]["validator_restored_s"] > 0
     assert two["restart_one"]["ready_s"] > 0
 
