@@ -97,19 +97,32 @@ def _checkpoint_key(partition: int) -> bytes:
 _META_KEY = b"m"
 
 
-def _options() -> rocksdict.Options:
+def bounded_options(write_buffer_bytes: int, cache_bytes: int) -> rocksdict.Options:
+    """RocksDB options whose memory does not grow with the data (this store and
+    ``app.shell.validator_store``): small memtables (RocksDB's server default is 64 MiB
+    each), one block cache, and the SST files' index and filter blocks kept IN that cache
+    (Kafka Streams' ``BoundedMemoryRocksDBConfig`` does the same). By default RocksDB holds
+    every open file's index outside the cache, so its memory grows with what was ever written:
+    measured, 1M records of 1.2 KB into a store with these sizes, RSS 57 -> 76 MB from 200k to
+    1M records with the index outside the cache, 60 -> 61 MB with it inside (level 0's pinned
+    there, so a fresh file's index is never read twice)."""
     options = rocksdict.Options(raw_mode=True)
     options.create_if_missing(True)
-    options.set_paranoid_checks(True)
-    # Small memtables and caches: the store is bounded by what the worker is given, not by
-    # RocksDB's server defaults (64 MiB memtables).
-    options.set_write_buffer_size(8 * 1024 * 1024)
+    options.set_write_buffer_size(write_buffer_bytes)
     options.set_max_write_buffer_number(2)
     table = rocksdict.BlockBasedOptions()
-    table.set_block_cache(rocksdict.Cache(16 * 1024 * 1024))
+    table.set_block_cache(rocksdict.Cache(cache_bytes))
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     options.set_block_based_table_factory(table)
     options.set_compression_type(rocksdict.DBCompressionType.lz4())
     options.increase_parallelism(1)
+    return options
+
+
+def _options() -> rocksdict.Options:
+    options = bounded_options(8 * 1024 * 1024, 16 * 1024 * 1024)
+    options.set_paranoid_checks(True)
     return options
 
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import rocksdict
 
+from app.shell.run_store import bounded_options
+
 __all__ = ["ValidatorStore"]
 
 
@@ -34,16 +36,7 @@ def _p(partition: int) -> bytes:
 
 
 def _options() -> rocksdict.Options:
-    options = rocksdict.Options(raw_mode=True)
-    options.create_if_missing(True)
-    options.set_write_buffer_size(4 * 1024 * 1024)
-    options.set_max_write_buffer_number(2)
-    table = rocksdict.BlockBasedOptions()
-    table.set_block_cache(rocksdict.Cache(8 * 1024 * 1024))
-    options.set_block_based_table_factory(table)
-    options.set_compression_type(rocksdict.DBCompressionType.lz4())
-    options.increase_parallelism(1)
-    return options
+    return bounded_options(4 * 1024 * 1024, 8 * 1024 * 1024)
 
 
 class ValidatorStore:
