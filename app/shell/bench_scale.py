@@ -32,7 +32,10 @@ Phases, one after the other in one run:
      partition restored (the HTTP API answers an admission only once the read side is
      ready, so the 201 cannot show the validator alone), and when the worker is QUIET (under
      0.15 of a core over 2 s: the projector's restore is not part of ready);
-  3. CPU per envelope with one worker over a window of new envelopes;
+  3. CPU per envelope with one worker over a window of new envelopes, beside the same less
+     the worker's idle CPU (measured over 5 s with nothing published just before: a cost per
+     second and per worker, not per envelope) and what the worker did in the window (the
+     validator's batches and commits, run states moved, log records its read side tailed);
   4. two workers of one deployment (same group and gateway key): a second worker joins; time
      until every partition is owned (a2ui_validator_run_states) and the new worker serves
      reads and admissions on every partition; each worker's RSS, partitions, runs in its
@@ -970,6 +973,7 @@ async def restart(bench: Bench, worker: Worker, *, graceful: bool = False) -> di
 # validator's batches and partition commits (a small batch pays the same round trips as a large
 # one), its run states moved to the local store and back, and the log records its read side
 # tailed.
+IDLE_SECONDS = 5.0
 _WINDOW_COUNTERS = {
     "validator_batches": ("a2ui_validator_batches_total",),
     "validator_commits": ("a2ui_validator_commits_total",),
@@ -990,6 +994,14 @@ async def cpu_window(bench: Bench, envelopes: int) -> dict[str, Any]:
     """CPU (all workers, utime + stime) per envelope while ``envelopes`` more are recorded,
     and each worker's share of it with what it did meanwhile (``_WINDOW_COUNTERS``)."""
     await bench.sync()
+    # Each worker's CPU with nothing to decide (its timers, heartbeats and tails): a cost per
+    # second and per worker, not per envelope, which the window's figure includes.
+    idle0, i0 = [w.cpu_seconds() for w in bench.workers], time.monotonic()
+    await asyncio.sleep(IDLE_SECONDS)
+    idle_cores = [
+        (w.cpu_seconds() - c) / (time.monotonic() - i0)
+        for w, c in zip(bench.workers, idle0, strict=True)
+    ]
     counts0 = [_window_counts(await bench.metrics(w)) for w in bench.workers]
     cpus0, t0 = [w.cpu_seconds() for w in bench.workers], time.monotonic()
     target = bench.envelopes + envelopes
@@ -1002,13 +1014,16 @@ async def cpu_window(bench: Bench, envelopes: int) -> dict[str, Any]:
     used = [w.cpu_seconds() - c for w, c in zip(bench.workers, cpus0, strict=True)]
     counts1 = [_window_counts(await bench.metrics(w)) for w in bench.workers]
     workers: list[dict[str, Any]] = []
-    for worker, cpu, before, after in zip(bench.workers, used, counts0, counts1, strict=True):
+    for worker, cpu, idle, before, after in zip(
+        bench.workers, used, idle_cores, counts0, counts1, strict=True
+    ):
         done = {k: after[k] - before[k] for k in _WINDOW_COUNTERS}
         workers.append(
             {
                 "worker": worker.name,
                 "cpu_s": cpu,
                 "cores": cpu / wall if wall else 0.0,
+                "idle_cores": idle,
                 **done,
                 "records_per_commit": (
                     envelopes / len(bench.workers) / done["validator_commits"]
@@ -1019,9 +1034,13 @@ async def cpu_window(bench: Bench, envelopes: int) -> dict[str, Any]:
         )
     cpu = sum(used)
     commits = sum(w["validator_commits"] for w in workers)
+    idle_cpu = sum(idle_cores) * wall
     return {
         "envelopes": envelopes,
         "cpu_us_per_envelope": cpu / envelopes * 1e6,
+        # the same less what the workers would have used idle over the window
+        "cpu_us_per_envelope_above_idle": max(0.0, cpu - idle_cpu) / envelopes * 1e6,
+        "idle_cores": sum(idle_cores),
         "seconds": wall,
         "envelopes_per_second": envelopes / wall,
         "validator_commits_per_1k_envelopes": commits / envelopes * 1000,
@@ -1440,6 +1459,12 @@ def _cells(d: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"{two['cpu']['cpu_us_per_envelope']:,.0f} µs",
             "not above one worker's",
         ),
+        (
+            "  the same above the workers' idle CPU (idle cores: "
+            f"{_window_cell(one, two, 'idle')})",
+            _window_cell(one, two, "above idle"),
+            "not above one worker's",
+        ),
         ("  in that window, one / two workers: envelopes/s", _window_cell(one, two, "rate"), ""),
         ("  validator commits per 1k envelopes", _window_cell(one, two, "commits"), ""),
         ("  run states moved per envelope", _window_cell(one, two, "moves"), ""),
@@ -1461,6 +1486,10 @@ def _window_cell(one: dict[str, Any], two: dict[str, Any], what: str) -> str:
             return f"{window.get('envelopes_per_second', 0):,.0f}"
         if what == "commits":
             return f"{window.get('validator_commits_per_1k_envelopes', 0):,.1f}"
+        if what == "above idle":
+            return f"{window.get('cpu_us_per_envelope_above_idle', 0):,.0f} µs"
+        if what == "idle":
+            return " + ".join(f"{w.get('idle_cores', 0):.3f}" for w in window.get("workers", []))
         if what == "moves":
             return f"{window.get('run_state_moves_per_envelope', 0):.2f}"
         return " + ".join(f"{w['cores']:.2f}" for w in window.get("workers", []))
@@ -1570,7 +1599,9 @@ rows:
   two workers                             a second worker joins: each one's RSS, disk, state
                                           (a2ui_http_runs, a2ui_validator_run_states,
                                           a2ui_projector_surfaces) and its share of what one
-                                          worker alone held; CPU per envelope of both vs one
+                                          worker alone held; CPU per envelope of both vs one,
+                                          also above the workers' idle CPU, with the commits
+                                          and moves per envelope that explain it
   read p50 / p99                          GETs of runs on the worker's own partitions vs the
                                           other worker's: the poll of the last event, the
                                           whole event-log read
