@@ -6,7 +6,7 @@ serves ``document_for(request.headers.get("OpenWOP-Version"), config)`` as JSON.
 advertised must be what the admission path enforces (``app.core.policy``): the same kinds, the
 same floor, the same strictness.
 
-May import: the standard library and ``app.core.policy``.
+May import: the standard library, ``app.core.policy`` and ``app.core.run_list``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from app.core.policy import SURFACE_KIND, SURFACE_VERSIONS, UNIVERSAL_KINDS
+from app.core.run_list import FILTERS, MAX_LIMIT
 
 __all__ = [
     "HEADERS",
@@ -164,6 +165,14 @@ def v2_document(config: DiscoveryConfig) -> dict[str, Any]:
     not be listed" (facet seat). The RFC 0114 ``a2uiSurface.deltaTransport`` facet is deprecated
     for major 2 (§10) and never appears here.
 
+    ``runList`` (RFC 0182; schemas/v2/capabilities.schema.json ``runList``: status, since,
+    witness, ``maxPageSize`` 1..1000 required, ``filters`` a subset of workflowId/status; the
+    corpus's maturity is experimental): ``GET /runs`` is served at every configuration (the
+    route table's ``list_runs`` is ``when="always"``), so the record is always there, and it
+    says what ``app.core.run_list`` enforces: pages of at most ``MAX_LIMIT`` rows, filtered
+    by ``FILTERS``. runs.md §Surface: an unadvertised gated operation answers 404, so a host
+    that serves the listing must advertise it.
+
     No ``replay`` record, although ``POST /runs/{runId}:fork`` is served: the record promises
     what this host does not give (replay.md: ``GET /host/effect-seams``, no fan-out of a fork's
     fixed history to outward consumers, re-execution from ``fromSeq``); docs/http.md "Fork"."""
@@ -174,6 +183,7 @@ def v2_document(config: DiscoveryConfig) -> dict[str, Any]:
         "supportedEnvelopes": _stable("witnessable-gated", kinds=[SURFACE_KIND]),
         "schemaVersions": _stable("witnessable-gated", kinds={SURFACE_KIND: config.floor}),
         "envelopeStrictness": _experimental("claims-check", mode=config.strictness),
+        "runList": _experimental("witnessable-gated", maxPageSize=MAX_LIMIT, filters=list(FILTERS)),
     }
     if config.seams:
         doc["conformance"] = {"seamsProfile": SEAMS_PROFILE}

@@ -33,6 +33,7 @@ from app.core.http_errors import HttpError, error
 
 __all__ = [
     "DEFAULT_LIMIT",
+    "FILTERS",
     "MAX_LIMIT",
     "RUN_STATUSES",
     "ListQuery",
@@ -44,7 +45,10 @@ __all__ = [
 ]
 
 DEFAULT_LIMIT = 50
-MAX_LIMIT = 200
+MAX_LIMIT = 200  # advertised as v2 discovery's runList.maxPageSize (app.core.discovery)
+# The exact-match filters ``parse_list_query`` reads, advertised as runList.filters (runs.md
+# §List: a filter is honoured where the family names it).
+FILTERS: tuple[str, ...] = ("workflowId", "status")
 # v2 RunSnapshot.status (openapi RunStatus): a filter outside it is a client error.
 RUN_STATUSES: frozenset[str] = frozenset(
     {

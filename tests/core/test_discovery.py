@@ -19,7 +19,9 @@ from app.core.discovery import (
     v1_document,
     v2_document,
 )
+from app.core.http_errors import HttpError
 from app.core.policy import SURFACE_VERSIONS, HostPolicy
+from app.core.run_list import ListQuery, parse_list_query
 
 FACETS = (
     Path(__file__).resolve().parents[2].parent
@@ -90,6 +92,14 @@ def test_v2_document_golden() -> None:
             "until": "2.1",
             "witness": "claims-check",
             "mode": "warn",
+        },
+        "runList": {
+            "status": "experimental",
+            "since": "2.0",
+            "until": "2.1",
+            "witness": "witnessable-gated",
+            "maxPageSize": 200,
+            "filters": ["workflowId", "status"],
         },
         "conformance": {"seamsProfile": "openwop-conformance-seams-v2"},
         "fixtures": ["conformance-approval"],
@@ -233,6 +243,101 @@ def test_v2_records_that_are_not_stable_carry_until() -> None:
         if isinstance(record, dict) and "status" in record:
             assert record["since"] == "2.0", name
             assert ("until" in record) is (record["status"] != "stable"), name
+
+
+# --- runList (RFC 0182): advertised where GET /runs is served, saying what it enforces ---------
+
+# openwop/openwop schemas/v2/capabilities.schema.json (commit 046ac537, generated from
+# spec/v2/declaration.json) ``properties.runList``, transcribed: the family record, closed,
+# with maxPageSize required; "core/capabilities.md#runList: witness witnessable-gated; maturity
+# experimental". The record's file spec/v2/facets/runList.schema.json is not in the stored
+# index, so the rules are pinned here (as tests/core/test_http_snapshot.py pins RunSnapshot's).
+_VERSION_PATTERN = r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$"
+RUN_LIST_RECORD: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["status", "since", "witness", "maxPageSize"],
+    "properties": {
+        "status": {"enum": ["stable", "experimental", "deprecated"]},
+        "since": {"type": "string", "pattern": _VERSION_PATTERN},
+        "until": {
+            "type": "string",
+            "pattern": r"^((0|[1-9][0-9]*)\.(0|[1-9][0-9]*)|\d{4}-\d{2}-\d{2})$",
+        },
+        "witness": {
+            "enum": [
+                "witnessable-unaided",
+                "witnessable-gated",
+                "seam-gated",
+                "claims-check",
+                "negative-existence",
+            ]
+        },
+        "maxPageSize": {"type": "integer", "minimum": 1, "maximum": 1000},
+        "filters": {
+            "type": "array",
+            "uniqueItems": True,
+            "items": {"type": "string", "enum": ["workflowId", "status"]},
+        },
+    },
+    "allOf": [
+        {
+            "if": {"properties": {"status": {"const": "stable"}}},
+            "then": {"not": {"required": ["until"]}},
+        },
+        {
+            "if": {"properties": {"status": {"enum": ["experimental", "deprecated"]}}},
+            "then": {"required": ["until"]},
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("floor", sorted(SURFACE_VERSIONS))
+@pytest.mark.parametrize("seams", [True, False])
+@pytest.mark.parametrize("strictness", ["warn", "strict"])
+def test_v2_advertises_the_run_list_at_every_configuration(
+    floor: int, seams: bool, strictness: str
+) -> None:
+    """GET /runs is served at every configuration (routes.py ``list_runs``, ``when="always"``),
+    and runs.md §Surface answers an unadvertised gated operation with 404: so the record is
+    in every v2 document, and it is a valid upstream ``runList`` record."""
+    record = v2_document(config(floor=floor, seams=seams, strictness=strictness))["runList"]
+    validator = Draft202012Validator(RUN_LIST_RECORD)
+    assert list(validator.iter_errors(record)) == []
+    # a v2 record's since is a minor of this host's protocolVersions (capabilities.schema.json)
+    assert record["since"] in v2_document(config())["protocolVersions"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"status": "stable", "since": "2.0", "witness": "witnessable-gated"},  # no maxPageSize
+        {"status": "stable", "since": "2.0", "witness": "witnessable-gated", "maxPageSize": 0},
+        {"status": "experimental", "since": "2.0", "witness": "witnessable-gated",
+         "maxPageSize": 5},  # experimental without until
+        {"status": "stable", "since": "2.0", "witness": "witnessable-gated", "maxPageSize": 5,
+         "filters": ["tenant"]},
+        {"status": "stable", "since": "2.0", "witness": "witnessable-gated", "maxPageSize": 5,
+         "sortOrder": "newest"},  # closed
+    ],
+)  # fmt: skip
+def test_the_pinned_run_list_record_can_refuse(bad: dict[str, Any]) -> None:
+    assert list(Draft202012Validator(RUN_LIST_RECORD).iter_errors(bad)) != []
+
+
+def test_law_the_advertised_run_list_is_what_the_listing_enforces() -> None:
+    """advertised == enforced: a page of maxPageSize is accepted and one more is refused, and
+    every advertised filter is one the query reads (exact match, carried in the query)."""
+    record = v2_document(config())["runList"]
+    size = record["maxPageSize"]
+    assert parse_list_query(str(size), None, None, None) == ListQuery(size)
+    assert isinstance(parse_list_query(str(size + 1), None, None, None), HttpError)
+    given = {"workflowId": "wf", "status": "running"}
+    query = parse_list_query(None, None, given["workflowId"], given["status"])
+    assert isinstance(query, ListQuery)
+    read = {"workflowId": query.workflow_id, "status": query.status}
+    assert record["filters"] == list(read) and read == given
 
 
 # --- the v2 seats against the pinned upstream facet schemas ----------------------------------
