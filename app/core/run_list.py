@@ -16,6 +16,11 @@ calls ``merge``; the rules are here:
   this shape, or that came with other filters, is ``400 validation_error`` (the schema: a
   host MUST refuse a cursor it did not mint).
 - Filters: ``status`` (a v2 RunStatus) and ``workflowId``, applied by each owner.
+- Rows: only runs whose runId is v2 tenant-bound (``listable``). runs.md §List: every runId in
+  the list is bound, and identity.md §5: "Ids in documents and bodies are bound, always". A
+  run recorded under a v1 bare id or an opaque segment under 16 characters (the admission
+  grammar, app.core.identifiers, admits both) has no bound form, so the v2 listing leaves it
+  out; it stays readable at ``GET /runs/{runId}`` and in the viewer.
 
 May import: the standard library and app.core.http_errors.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -38,6 +44,7 @@ __all__ = [
     "RUN_STATUSES",
     "ListQuery",
     "Row",
+    "listable",
     "merge",
     "mint_cursor",
     "parse_list_query",
@@ -64,8 +71,15 @@ RUN_STATUSES: frozenset[str] = frozenset(
         "cancelled",
     }
 )
+# identity.md §5: the tenant-bound id grammar (runId), the opaque segment host-minted.
+_BOUND_RUN_ID = re.compile(r"(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}")
 _CURSOR_VERSION = 1
 _MAX_CURSOR = 2048  # run-list-response.schema.json nextCursor maxLength
+
+
+def listable(run_id: str) -> bool:
+    """Whether the v2 listing may show the run: its runId is tenant-bound (identity.md §5)."""
+    return _BOUND_RUN_ID.fullmatch(run_id) is not None
 
 
 class Row(NamedTuple):

@@ -106,7 +106,7 @@ from app.core.principals import (
 from app.core.refusal import Violation
 from app.core.routes import ROUTES, Matched, NotRouted, Route, WrongMethod, match
 from app.core.run_lifecycle import lineage_of
-from app.core.run_list import ListQuery, Row, merge, parse_list_query, rows_after
+from app.core.run_list import ListQuery, Row, listable, merge, parse_list_query, rows_after
 from app.core.stream_modes import (
     parse_last_event_id,
     parse_poll_query,
@@ -820,13 +820,15 @@ class HttpApi:
     ) -> tuple[list[Row], bool]:
         """The first ``query.limit`` rows of the partitions in ``served`` after the cursor
         that ``principal`` may read (issue 18: a run of another tenant is not listed, as if it
-        did not exist), and whether more follow. Filters on the tenant and the stored
+        did not exist) and whose runId is v2 tenant-bound (``listable``), and whether more
+        follow. Filters on the tenant and the stored
         summary's status first (no run is loaded for them), then on the snapshot (workflowId
         is in the run's first events)."""
         keys = {
             (s.updated_ms, s.run_id)
             for s in self.index.summaries()
             if s.partition in served
+            and listable(s.run_id)
             and (query.status is None or s.status == query.status)
             and may(principal, "read", tenant_of(s.run_id, DEFAULT_TENANT))
         }

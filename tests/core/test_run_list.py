@@ -12,11 +12,31 @@ from app.core.run_list import (
     MAX_LIMIT,
     ListQuery,
     Row,
+    listable,
     merge,
     mint_cursor,
     parse_list_query,
     rows_after,
 )
+
+
+@pytest.mark.parametrize(
+    ("run_id", "listed"),
+    [
+        ("local/0123456789abcdef0123456789abcdef", True),  # what POST /runs mints
+        ("conf/run-0123456789ab", True),  # an opaque of 16
+        ("anon:9f3c/run-0123456789ab", True),  # identity.md §5: anon: tenants
+        ("conf/run-012345678", False),  # an opaque of 15
+        ("demo-run", False),  # a v1 bare id
+        ("fork-0123456789abcdef0123456789abcdef", False),  # a bare run's fork child
+        ("a:b/run-0123456789abcdef", False),  # a colon in the tenant other than anon:
+        ("local/" + "x" * 129, False),
+        ("local/run-0123456789ab\n", False),
+    ],
+)
+def test_the_v2_listing_lists_only_tenant_bound_runs(run_id: str, listed: bool) -> None:
+    """runs.md §List, identity.md §5: every runId in a v2 document is tenant-bound."""
+    assert listable(run_id) is listed
 
 
 def _row(updated: int, run_id: str) -> Row:

@@ -3,16 +3,18 @@ tokens"): the cross-tenant matrix over every run route of the route table, the n
 oracle, the listings filtered to the caller's tenants, and /metrics without run ids.
 
 Two workers of one deployment with a tokens file: ``a-all`` (tenant ``alpha``, every right),
-``a-no-<right>`` (``alpha``, every right but one, for each right in turn) and ``b-all``
-(``beta``, every right), beside the plain ``A2UI_STREAM_HTTP_TOKENS`` one (every tenant, every
-right). The matrix iterates ``app.core.routes.ROUTES``, so a new run route is covered without
-an edit here."""
+``a-no-<right>`` (``alpha``, every right but one, for each right in turn), ``b-all``
+(``beta``, every right) and ``l-all`` (``local``, where POST /runs creates, every right: the
+one-tenant credential the suite's v2-run-list legs run with), beside the plain
+``A2UI_STREAM_HTTP_TOKENS`` one (every tenant, every right). The matrix iterates
+``app.core.routes.ROUTES``, so a new run route is covered without an edit here."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import json
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -25,6 +27,7 @@ from app.core.routes import ROUTES, Route
 from app.core.wire_ids import project_run_id
 from app.shell.broker import Broker
 from app.shell.settings import Settings, load_settings
+from tests.core.test_http_snapshot import RUN_ID, TENANT_ID, V2_PROPERTIES, V2_REQUIRED, WORKFLOW_ID
 from tests.integration.http_kit import (
     TOKEN,
     Builder,
@@ -43,7 +46,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 PARTITIONS = 3
 SEAM_V2 = "/conformance/seams/sample/a2ui/emit-surface"
-TOKENS = {name: f"{name}-{uuid.uuid4().hex}" for name in ("a-all", "b-all")} | {
+TOKENS = {name: f"{name}-{uuid.uuid4().hex}" for name in ("a-all", "b-all", "l-all")} | {
     f"a-no-{right}": f"a-no-{right}-{uuid.uuid4().hex}" for right in RIGHTS
 }
 # every run route of the table (the path's runId is authorized before anything reads the run)
@@ -56,6 +59,7 @@ def _tokens_file(path: Path) -> Path:
         return {"name": name, "token_sha256": digest, "tenants": [tenant], "rights": list(rights)}
 
     principals = [entry("a-all", "alpha", RIGHTS), entry("b-all", "beta", RIGHTS)]
+    principals.append(entry("l-all", "local", RIGHTS))
     principals += [
         entry(f"a-no-{right}", "alpha", tuple(r for r in RIGHTS if r != right)) for right in RIGHTS
     ]
@@ -229,6 +233,105 @@ def test_the_listing_and_the_viewer_index_show_only_the_callers_tenants(
         for path in ("/runs", "/ui/api/runs"):
             refused = _as(base, "a-no-read").get(path)
             assert (refused.status, refused.body["error"]) == (403, "forbidden"), refused.raw
+
+
+# -- the suite's v2-run-list (RFC 0182; runs.md §List), leg by leg --------------------------------
+
+NOOP = "conformance-noop"
+MAX_PAGES, TAIL_PAGES = 50, 2  # the suite's walk: conformance/src/lib/run-list-walk.ts
+
+
+def _page_problems(page: object, size: int) -> list[str]:
+    """Why a page is not a run-list-response.schema.json document (closed {runs, nextCursor?},
+    each run a closed v2 RunSnapshot with a tenant-bound runId: the rules pinned in
+    tests/core/test_http_snapshot.py), or longer than ``size``; empty when it is both."""
+    if not isinstance(page, dict) or not isinstance(page.get("runs"), list):
+        return [f"not {{runs: [...]}}: {page!r:.200}"]
+    problems = [f"root key {k!r}" for k in set(page) - {"runs", "nextCursor"}]
+    cursor = page.get("nextCursor", "x")
+    if not isinstance(cursor, str) or not 1 <= len(cursor) <= 2048:
+        problems.append(f"nextCursor {cursor!r}")
+    if len(page["runs"]) > size:
+        problems.append(f"{len(page['runs'])} runs on a page of at most {size}")
+    for run in page["runs"]:
+        keys = set(run) if isinstance(run, dict) else set()
+        if not V2_REQUIRED <= keys <= V2_PROPERTIES:
+            problems.append(f"snapshot keys {sorted(keys)}")
+            continue
+        if not RUN_ID.fullmatch(run["runId"]):
+            problems.append(f"runId {run['runId']!r} is not tenant-bound (ids.schema.json)")
+        if not WORKFLOW_ID.fullmatch(run["workflowId"]):
+            problems.append(f"workflowId {run['workflowId']!r}")
+        if not TENANT_ID.fullmatch(run["owner"]["tenant"]):
+            problems.append(f"owner.tenant {run['owner']['tenant']!r}")
+    return problems
+
+
+def _walk(
+    http: Http, query: dict[str, str], size: int, want: set[str]
+) -> tuple[list[str], list[dict]]:
+    """The suite's walk: pages of ``size`` from the first, until every wanted runId was seen,
+    then ``TAIL_PAGES`` more (a minted cursor is followed) or the last page."""
+    ids: list[str] = []
+    pages: list[dict] = []
+    cursor, tail = None, None
+    for _ in range(MAX_PAGES + TAIL_PAGES):
+        params = {**query, "limit": str(size)} | ({} if cursor is None else {"cursor": cursor})
+        reply = http.get("/runs?" + urllib.parse.urlencode(params))
+        assert reply.status == 200, reply.raw[:300]
+        pages.append(reply.body)
+        ids += [r["runId"] for r in reply.body["runs"]]
+        if tail is None and want <= set(ids):
+            tail = TAIL_PAGES
+        elif tail is not None:
+            tail -= 1
+        cursor = reply.body.get("nextCursor")
+        if cursor is None or tail == 0:
+            break
+    return ids, pages
+
+
+def _create(http: Http) -> str:
+    created = http.post("/runs", {"workflowId": NOOP})
+    assert created.status == 201, created.raw[:300]
+    return str(created.body["runId"])
+
+
+def test_the_suites_v2_run_list_legs_with_a_token_of_one_tenant(
+    workers: list[str], runs: dict
+) -> None:
+    """v2-run-list through either worker, as ``l-all`` (tenant ``local``) while alpha's and
+    beta's runs are recorded, and ``local`` runs whose ids are not v2-bound (a v1 bare id, an
+    opaque segment under 16 characters) are among the newest: v2 discovery's runList record
+    (maxPageSize an integer >= 1); two created runs appear, the later first; every page is a
+    RunListResponse of at most maxPageSize; every runId has the created runs' tenant; a
+    cursor the host did not mint is 400 validation_error; the workflowId filter (advertised)
+    lists only conformance-noop runs, the one just created among them."""
+    local = Http(workers[0], token=TOKENS["l-all"])
+    for unbound in (f"v1run{uuid.uuid4().hex[:8]}", f"local/short{uuid.uuid4().hex[:4]}"):
+        _record(local, unbound)
+        assert local.get(runs_path(unbound)).status == 200  # readable, and local's
+    for base in workers:
+        http = Http(base, token=TOKENS["l-all"], version="2.0")
+        doc = Http(base, token=None, version="2.0").get("/.well-known/openwop").body
+        record = doc["runList"]
+        size = record["maxPageSize"]
+        assert isinstance(size, int) and not isinstance(size, bool) and size >= 1, record
+        a, b = _create(http), _create(http)
+        ids, pages = _walk(http, {}, size, {a, b})
+        problems = [p for page in pages for p in _page_problems(page, size)]
+        assert problems == [], problems[:5]
+        assert a in ids and b in ids, (a, b, len(ids))
+        assert ids.index(b) < ids.index(a)  # newest first
+        tenant = a.split("/")[0]
+        assert [i for i in ids if i.split("/")[0] != tenant or "/" not in i] == []
+        foreign = http.get("/runs?cursor=openwop-conformance-not-a-cursor")
+        assert (foreign.status, foreign.body["error"]) == (400, "validation_error"), foreign.raw
+        assert "workflowId" in record["filters"]
+        c = _create(http)
+        ids, pages = _walk(http, {"workflowId": NOOP}, size, {c})
+        assert [r for page in pages for r in page["runs"] if r["workflowId"] != NOOP] == []
+        assert c in ids
 
 
 def test_a_forwarded_request_is_authorized_again_at_the_owner(
