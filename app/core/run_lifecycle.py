@@ -27,6 +27,7 @@ __all__ = [
     "status_after",
     "status_of",
     "apply_host_event",
+    "created_status",
     "lineage_of",
     "MAX_LINEAGE",
 ]
@@ -58,6 +59,20 @@ def status_of(event_types: Iterable[str]) -> str:
     for event_type in event_types:
         status = status_after(status, event_type)
     return status
+
+
+def created_status(event_types: Iterable[str]) -> str:
+    """The ``status`` a create answers: the last live status its events (one transaction) pass
+    through. runs.md §Create: the 201's status is one of pending, running, waiting-approval,
+    waiting-input, waiting-external, never terminal; a fixture that ends in its create's own
+    transaction (``conformance-noop``: run.created, run.completed) answers ``running``, the
+    status it started in, and ``GET /runs/{runId}`` read after the 201 says ``completed``."""
+    status = answer = INITIAL_STATUS
+    for event_type in event_types:
+        status = status_after(status, event_type)
+        if status not in TERMINAL_STATUSES:
+            answer = status
+    return answer
 
 
 def apply_host_event(lifecycle: Lifecycle, event: Mapping[str, Any]) -> Lifecycle:

@@ -105,7 +105,7 @@ from app.core.principals import (
 )
 from app.core.refusal import Violation
 from app.core.routes import ROUTES, Matched, NotRouted, Route, WrongMethod, match
-from app.core.run_lifecycle import lineage_of
+from app.core.run_lifecycle import created_status, lineage_of
 from app.core.run_list import ListQuery, Row, listable, merge, parse_list_query, rows_after
 from app.core.stream_modes import (
     parse_last_event_id,
@@ -867,12 +867,15 @@ class HttpApi:
         created = done[1]
         path = project_run_id(created.run_id)
         # CreateRunResponse {runId, status, eventsUrl, statusUrl?} (v2 runs.md §Create; v1
-        # rest-endpoints.md; openwop-client runs_create)
+        # rest-endpoints.md; openwop-client runs_create). The answer waits until this worker
+        # has read the run's events (read-your-writes: GET /runs/{runId} then shows them), but
+        # its status is the last live one those events pass through (runs.md §Create: never
+        # terminal). The run is new, so its log holds the create's events only.
         return _json(
             201,
             {
                 "runId": created.run_id,
-                "status": created.status,
+                "status": created_status(e.type for e in created.events),
                 "eventsUrl": f"{prefix}{path}/events",
                 "statusUrl": f"{prefix}{path}",
             },

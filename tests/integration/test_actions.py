@@ -104,11 +104,18 @@ def test_discovery_advertises_the_approval_fixture_with_the_seams(host: Host) ->
 
 def test_the_noop_and_cancellable_fixtures(host: Host) -> None:
     """issue 17: POST /runs {workflowId: conformance-noop} answered 404, which blocked every v2
-    SSE, Last-Event-ID, poll-cursor and stream-mode scenario. Now it is created completed and
-    its stream ends with run.completed; conformance-cancellable runs until cancelled."""
+    SSE, Last-Event-ID, poll-cursor and stream-mode scenario. Now it is created, completed in
+    the same transaction, and its stream ends with run.completed; conformance-cancellable runs
+    until cancelled. runs.md §Create: the 201's status is one of pending, running, waiting-*
+    (before: "completed"), so it is the status the run started in, while the snapshot read
+    right after it (the create answers once the worker has read the events) is terminal."""
     v2_http = Http(host.http.base, version="2.0")
     noop = v2_http.post("/runs", {"workflowId": "conformance-noop"})
-    assert (noop.status, noop.body["status"]) == (201, "completed"), noop.body
+    assert (noop.status, noop.body["status"]) == (201, "running"), noop.body
+    assert host.status(noop.body["runId"]) == "completed"
+    v1_noop = host.http.post("/v1/runs", {"workflowId": "conformance-noop"})
+    assert (v1_noop.status, v1_noop.body["status"]) == (201, "running"), v1_noop.body
+    assert host.http.get(v1_noop.body["statusUrl"]).body["status"] == "completed"
     events = read_sse(host.http.base, runs_path(noop.body["runId"], "/events"), until=1)
     assert [e.event for e in events] == ["run.created", "run.completed"]
     assert [e.id for e in events] == ["0", "1"]
