@@ -115,6 +115,16 @@ def test_the_table_is_well_formed() -> None:
         assert {r.auth for r in ROUTES if r.path == route.path} == {route.auth}
 
 
+def test_every_documented_authenticated_route_says_it_can_be_refused() -> None:
+    """The dispatcher answers a bearer route 401 without a known token and 403 when the token
+    lacks the route's right (app.shell.http_api: before any handler), so the OpenAPI document
+    lists both for each (before: GET /runs, GET /ui/api/runs and the v1 acceptor seam had no
+    403 although a token without the right gets one)."""
+    for route in ROUTES:
+        if route.auth == "bearer" and route.documented:
+            assert {401, 403} <= set(route.responses), route.name
+
+
 def test_each_configuration_serves_its_seams_only() -> None:
     seams = {"v1_emit_surface", "v2_emit_surface"}
     assert not seams & {r.name for r in PLAIN}
