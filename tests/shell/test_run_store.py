@@ -161,3 +161,48 @@ def test_both_local_stores_keep_their_sst_indexes_in_the_block_cache(tmp_path: P
     finally:
         runs.close()
         states.close()
+
+
+class _CountingDb:
+    """The store's RocksDB handle, counting the point reads of run summaries (keys b"r...")."""
+
+    def __init__(self, db: object) -> None:
+        self.db = db
+        self.summary_reads = 0
+
+    def get(self, key: bytes) -> bytes | None:
+        if key.startswith(b"r"):
+            self.summary_reads += 1
+        return self.db.get(key)  # type: ignore[attr-defined,no-any-return]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+
+def test_a_batch_reads_a_recent_runs_summary_from_memory_and_agrees_with_the_store(
+    tmp_path: Path,
+) -> None:
+    """Every fetched batch reads the summary of each run it touches; from RocksDB that walks
+    the memtables and the level-0 files, so it cost more per record the smaller the batches
+    (bench scale, two workers). The latest summaries are kept in a bounded cache written
+    through at commit: a run's next batch reads none from RocksDB (before: one per batch),
+    and what the cache answers is what the store holds after a reopen."""
+    store = RunStore.open(tmp_path / "s", TOPIC)
+    counting = _CountingDb(store._db)  # noqa: SLF001
+    store._db = counting  # type: ignore[assignment]  # noqa: SLF001
+    _write(store, 1, "acme/r", 0, 3, 10)
+    first = counting.summary_reads
+    for batch in range(1, 6):
+        _write(store, 1, "acme/r", batch * 3, 3, 10 + batch * 3)
+    assert counting.summary_reads == first  # only the run's first batch read it
+    writer = store.writer()
+    writer.delete(1, "acme/r", 0)
+    writer.commit()
+    cached = store.summary(1, "acme/r")
+    assert counting.summary_reads == first
+    store._db = counting.db  # type: ignore[assignment]  # noqa: SLF001
+    store.close()
+    again = RunStore.open(tmp_path / "s", TOPIC)
+    assert again.summary(1, "acme/r") == cached
+    assert cached is not None and (cached.last_sequence, cached.events) == (17, 17)
+    again.close()
