@@ -33,7 +33,6 @@ import logging
 import shutil
 import struct
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +95,6 @@ def _checkpoint_key(partition: int) -> bytes:
 
 
 _META_KEY = b"m"
-SUMMARY_CACHE_RUNS = 8192  # run summaries kept in memory (about 100 bytes each with the key)
 
 
 def bounded_options(write_buffer_bytes: int, cache_bytes: int) -> rocksdict.Options:
@@ -136,13 +134,6 @@ class RunStore:
         self._db = db
         self.path = path
         self.rebuilt = rebuilt  # thrown away and started empty when opened
-        # The latest summaries written, by (partition, runId), None for a run that is gone:
-        # every fetched batch reads the summary of each run it touches, and from RocksDB that
-        # read walks the memtables and every level-0 file (each holds summaries of its own
-        # batches), so it cost more per record the smaller the batches (measured, bench scale:
-        # a worker of two spent as much in LZ4 decompression for half the records as alone).
-        # Bounded LRU; written through at each commit, so it is never staler than the store.
-        self._summary_cache: OrderedDict[tuple[int, str], bytes | None] = OrderedDict()
 
     @classmethod
     def open(cls, path: Path, log_topic: str) -> RunStore:
@@ -231,8 +222,6 @@ class RunStore:
 
     def drop(self, partition: int) -> None:
         """Forget everything of ``partition``."""
-        for key in [k for k in self._summary_cache if k[0] == partition]:
-            del self._summary_cache[key]
         batch = rocksdict.WriteBatch(raw_mode=True)
         for kind in (b"e", b"r"):
             batch.delete_range(kind + _p(partition), kind + _p(partition + 1))
@@ -247,25 +236,8 @@ class RunStore:
     # -- reads --------------------------------------------------------------------------------
 
     def summary(self, partition: int, run_id: str) -> RunSummary | None:
-        raw = self._summary_bytes(partition, run_id)
+        raw = self._db.get(_run_key(partition, run_id))
         return None if raw is None else _summary(partition, run_id, raw)
-
-    def _summary_bytes(self, partition: int, run_id: str) -> bytes | None:
-        key = (partition, run_id)
-        cache = self._summary_cache
-        if key in cache:
-            cache.move_to_end(key)
-            return cache[key]
-        raw: bytes | None = self._db.get(_run_key(partition, run_id))
-        self._remember(key, raw)
-        return raw
-
-    def _remember(self, key: tuple[int, str], raw: bytes | None) -> None:
-        cache = self._summary_cache
-        cache[key] = raw
-        cache.move_to_end(key)
-        while len(cache) > SUMMARY_CACHE_RUNS:
-            cache.popitem(last=False)
 
     def events(self, partition: int, run_id: str) -> list[StoredEvent]:
         """The run's events in sequence order."""
@@ -317,7 +289,7 @@ class StoreWriter:
         key = (partition, run_id)
         if key in self._summaries:
             return self._summaries[key]
-        raw = self.store._summary_bytes(partition, run_id)
+        raw = self.store._db.get(_run_key(partition, run_id))
         found: dict[str, Any] | None = None if raw is None else orjson.loads(raw)
         self._summaries[key] = found
         return found
@@ -366,21 +338,15 @@ class StoreWriter:
 
     def commit(self, now_ms: int | None = None) -> None:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        written: list[tuple[tuple[int, str], bytes | None]] = []
         for (partition, run_id), summary in self._summaries.items():
             if summary is None:
                 self._batch.delete(_run_key(partition, run_id))
-                written.append(((partition, run_id), None))
             else:
-                encoded = orjson.dumps(summary)
-                self._batch.put(_run_key(partition, run_id), encoded)
-                written.append(((partition, run_id), encoded))
+                self._batch.put(_run_key(partition, run_id), orjson.dumps(summary))
         for partition, offset in self._checkpoints.items():
             self._batch.put(_checkpoint_key(partition), _CHECKPOINT.pack(offset, now_ms))
         if not self._batch.is_empty():
             self.store._db.write(self._batch)
-        for key, value in written:  # after the write: the cache never runs ahead of the store
-            self.store._remember(key, value)
         self._batch = rocksdict.WriteBatch(raw_mode=True)
         self._summaries.clear()
         self._checkpoints.clear()
