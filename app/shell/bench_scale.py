@@ -1289,6 +1289,12 @@ async def _one_design(
     finally:
         await producer.stop()
         await _delete_topics(broker.bootstrap, (settings.topic_prefix, settings.app_id))
+    if args.keep_logs is not None:
+        kept = Path(args.keep_logs) / design.name
+        kept.mkdir(parents=True, exist_ok=True)
+        for log_file in tmp.glob("worker-*.log"):
+            shutil.copy2(log_file, kept / log_file.name)
+        _say(f"[{design.name}] the worker logs are kept in {kept}")
     shutil.rmtree(tmp, ignore_errors=True)
     return figures
 
@@ -1658,6 +1664,13 @@ def register(bench_subparsers: Any) -> None:
     )
     parser.add_argument("--read-rounds", type=int, default=3, help="read rounds (default 3)")
     parser.add_argument("--partitions", type=int, default=6, help="partitions (default 6)")
+    parser.add_argument(
+        "--keep-logs",
+        metavar="DIR",
+        default=None,
+        help="copy the workers' logs into DIR/<design>/ at the end (they are kept anyway "
+        "when the bench fails)",
+    )
     parser.add_argument(
         "--designs",
         type=_designs,

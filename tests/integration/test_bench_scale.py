@@ -5,6 +5,7 @@ and that its figures are positive and agree with each other; never a duration.""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import orjson
 import pytest
@@ -16,15 +17,20 @@ from app.shell.broker import Broker
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
-async def test_bench_scale_at_ci_size(broker: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_bench_scale_at_ci_size(
+    broker: Broker, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     parser = argparse.ArgumentParser()
     bench.register(parser.add_subparsers())
     args = parser.parse_args(
         ["scale", "--envelopes", "2000", "--restarts", "1", "--reads", "10", "--read-rounds", "2"]
+        + ["--keep-logs", str(tmp_path / "logs")]
     )
     args.max_rss_mb = 2000
     result = await bench.measure(args, broker)
     assert result["benchmark"] == "scale" and list(result["designs"]) == ["default"]
+    kept = sorted(p.name for p in (tmp_path / "logs" / "default").iterdir())
+    assert kept == ["worker-a.log", "worker-b.log"]
     assert result["code"]
     d = result["designs"]["default"]
 
