@@ -198,6 +198,9 @@ ROUTES: tuple[Route, ...] = (
     Route(name="openapi", methods=("GET",), path="/v1/openapi.json",
           summary="This document: the routes served at this configuration", responses=(200,),
           auth="none", right=None, tag="discovery"),
+    Route(name="openapi_root", methods=("GET",), path="/openapi.json",
+          summary="The same document where openwop-client's discovery_openapi reads it",
+          responses=(200,), auth="none", right=None, tag="discovery"),
     Route(name="list_runs", methods=("GET",), path="/runs",
           summary="The run listing (RFC 0182; limit, cursor, workflowId, status): pages of at "
           "most 200 runs with tenant-bound runIds, advertised as v2 discovery's runList",

@@ -251,6 +251,7 @@ class HttpApi:
         handlers: dict[str, Handler] = {
             "discover": self.discover,
             "openapi": self.openapi,
+            "openapi_root": self.openapi,
             "list_runs": self.list_runs,
             "create_run": self.create_run,
             "v1_create_run": partial(self.create_run, prefix="/v1/runs/"),

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from openwop_client import OpenwopClient
 from openwop_client.errors import WopError
-from openwop_client.types import CreateRunRequest, ResolveInterruptRequest
+from openwop_client.types import CreateRunRequest, ForkRunRequest, ResolveInterruptRequest
 
 from app.core.examples import rfc0209_positive_payload
 from app.shell.broker import Broker
@@ -413,3 +413,30 @@ def test_a_producer_cannot_approve_a_gate_or_forge_a_click(host: Host) -> None:
 
 def _events(host: Host, run: str) -> list[dict]:
     return list(host.http.get(runs_path(run, "/events/poll?timeout=1")).body["events"])
+
+
+def test_openwop_client_discovery_poll_stream_and_fork(host: Host) -> None:
+    """The rest of openwop-client 2.7.0's calls that map to a route this host serves, unchanged:
+    discovery_capabilities (the v2 document: runList advertised, replay not), discovery_openapi
+    (before this stop's route table: 404), runs_poll_events, runs_events (SSE) and runs_fork."""
+    client = OpenwopClient(host.http.base, TOKEN)
+    caps = client.discovery_capabilities()
+    assert "2.0" in caps.protocolVersions and "runList" in caps.raw
+    assert "replay" not in caps.raw
+    openapi = client.discovery_openapi()
+    assert openapi["openapi"].startswith("3.1") and "/runs/{runId}:fork" in openapi["paths"]
+    created = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
+    polled = client.runs_poll_events(created.runId, timeout_seconds=1)
+    types = [e.type for e in polled.events]
+    assert types[0] == "run.created" and types[-1] == "run.completed"
+    assert (polled.isTerminal, polled.lastSequence) == (True, polled.events[-1].sequence)
+    streamed = []
+    for event in client.runs_events(created.runId, timeout_seconds=10, reconnect=False):
+        streamed.append(event.type)
+        if event.type == "run.completed":
+            break
+    assert streamed == types
+    fork = client.runs_fork(created.runId, ForkRunRequest(mode="branch", fromSeq=1))
+    assert (fork.sourceRunId, fork.mode) == (created.runId, "branch")
+    child = client.runs_poll_events(fork.runId, timeout_seconds=1)
+    assert [e.type for e in child.events][:1] == ["run.created"]
