@@ -20,6 +20,7 @@ from app.shell.settings import load_settings
 OUR_ROUTES = {
     ("GET", "/.well-known/openwop"),
     ("GET", "/v1/openapi.json"),
+    ("GET", "/openapi.json"),
     ("GET", "/runs"),
     ("POST", "/runs"),
     ("GET", "/runs/{runId}"),
