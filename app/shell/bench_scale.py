@@ -1025,11 +1025,6 @@ async def cpu_window(bench: Bench, envelopes: int) -> dict[str, Any]:
                 "cores": cpu / wall if wall else 0.0,
                 "idle_cores": idle,
                 **done,
-                "records_per_commit": (
-                    envelopes / len(bench.workers) / done["validator_commits"]
-                    if done["validator_commits"]
-                    else None
-                ),
             }
         )
     cpu = sum(used)
