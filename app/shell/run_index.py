@@ -180,6 +180,9 @@ class RunIndex:
         self._consumer: AIOKafkaConsumer | None = None
         self._appended: AIOKafkaConsumer | None = None  # read_uncommitted: high watermarks
         self._pending: list[tuple[str, frozenset[int]]] = []  # assignment changes to apply
+        # What the group assigned last (set at once by assigned/revoked): the truth that
+        # _apply_changes converges the tail to, also across the awaits it makes meanwhile.
+        self._wanted: set[int] = set()
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()  # set (and replaced) after every fetch round
         self._targets: dict[int, int] = {}  # log end offset to reach before a partition is ready
@@ -193,6 +196,7 @@ class RunIndex:
 
     def assigned(self, partitions: frozenset[int]) -> None:
         if partitions:
+            self._wanted |= partitions
             self._pending.append(("assign", partitions))
             self._wake.set()
 
@@ -201,6 +205,7 @@ class RunIndex:
         runs' readers are woken to stop (the consumer is reassigned by the tail loop)."""
         if not partitions:
             return
+        self._wanted -= partitions
         self.owned -= partitions
         self.ready_partitions -= partitions
         for partition in partitions:
@@ -286,21 +291,21 @@ class RunIndex:
                 await asyncio.sleep(0.5)
 
     async def _apply_changes(self, consumer: AIOKafkaConsumer) -> None:
-        changes, self._pending = self._pending, []
+        """Tail what the group assigned last (``_wanted``). A change that comes while this
+        awaits the broker (the rebalance listener runs beside the tail) is respected: a
+        partition revoked meanwhile is not tailed, one assigned again is applied next round."""
+        self._pending = []
+        for partition in set(self._log_next) - self._wanted:
+            self._log_next.pop(partition, None)
+            self._dead_next.pop(partition, None)
         gained: set[int] = set()
-        for kind, partitions in changes:
-            if kind == "assign":
-                gained |= partitions
-            else:
-                gained -= partitions
-                for partition in partitions:
-                    self._log_next.pop(partition, None)
-                    self._dead_next.pop(partition, None)
-        gained -= self.owned
-        for partition in sorted(gained):
+        for partition in sorted(self._wanted - self.owned):
             log_tp = TopicPartition(self.log_topic, partition)
             dead_tp = TopicPartition(self.deadletter_topic, partition)
             ends = await consumer.end_offsets([log_tp, dead_tp])
+            if partition not in self._wanted:
+                continue  # revoked while its end offsets were asked for
+            gained.add(partition)
             start = self.store.resume_offset(partition, ends[log_tp])
             self._log_next[partition] = start
             self._dead_next[partition] = ends[dead_tp]
@@ -311,7 +316,11 @@ class RunIndex:
                 start,
                 ends[log_tp],
             )
-        self.owned |= gained
+        self.owned = (self.owned | gained) & self._wanted
+        for partition in gained - self.owned:  # revoked after its offsets were read
+            self._targets.pop(partition, None)
+            self._log_next.pop(partition, None)
+            self._dead_next.pop(partition, None)
         tps: list[TopicPartition] = []
         for partition in sorted(self.owned):
             tps.append(TopicPartition(self.log_topic, partition))
