@@ -26,8 +26,10 @@ Kinds of pass:
 
 ``--rounds`` rounds, each one pass of every kind, the order rotated each round; ratios are
 taken within a round (one pass against the ceiling measured minutes, not a warm-up, apart).
-Pipeline and pass-through passes then offer ``--latency-records`` at a steady ``--rate`` and
-time each record from its send to its committed outcome (one clock, the bench's).
+Pipeline and pass-through passes then wait until their processes are quiet (the timed
+records' backlog done everywhere, the projector's and read side's too) and offer
+``--latency-records`` at a steady ``--rate``, timing each record from its send to its committed
+outcome (one clock, the bench's).
 
 Printed, never asserted.
 """
@@ -434,6 +436,35 @@ async def _produce_at(
     return out
 
 
+QUIET_CORES = 0.15  # the processes' CPU, together, below which they count as quiet
+QUIET_TIMEOUT = 120.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _quiet(procs: _Procs, window: float = 1.0) -> float | None:
+    """Seconds until the processes used under ``QUIET_CORES`` over a ``window``: done with
+    their backlog (None: not quiet within ``QUIET_TIMEOUT``; the figures after it say so)."""
+    pids = [proc.pid for proc, _ in procs.procs]
+    if not pids or not Path("/proc/self/stat").exists():
+        return None
+    start = time.monotonic()
+    while time.monotonic() - start < QUIET_TIMEOUT:
+        before, t0 = sum(map(_cpu_seconds, pids)), time.monotonic()
+        await asyncio.sleep(window)
+        procs.check()
+        if (sum(map(_cpu_seconds, pids)) - before) / (time.monotonic() - t0) < QUIET_CORES:
+            return round(time.monotonic() - start, 2)
+    return None
+
+
 async def _latency(
     producer: AIOKafkaProducer,
     admission: str,
@@ -567,6 +598,11 @@ async def _live_pass(
             "produce_s": round(acked - first, 4),
             "envelopes_per_second": round(len(data) / (last - first), 1),
         }
+        if opts.latency_records:
+            # The latency phase offers a steady rate to a steady worker: after the drain the
+            # default worker's projector and read side still work through the backlog the
+            # validator just decided, and a figure taken then measures that catch-up.
+            out["settle_s"] = await _quiet(bench.procs)
         out |= await _latency(producer, admission, watcher, p + len(data), opts, bench.procs)
         out |= {
             "outcomes": len(watcher.seen) - p - opts.latency_records,
@@ -797,6 +833,12 @@ def _s(spread: dict[str, Any], fmt: str = ",.0f") -> str:
     )
 
 
+def _settled(r: dict[str, Any], kind: str) -> str:
+    """How long the processes of ``kind`` took to be quiet after each timed pass."""
+    got = [p.get("settle_s", "n/a") for p in r["passes"] if p["kind"] == kind]
+    return ", ".join("not quiet" if s is None else f"{s} s" for s in got) or "n/a"
+
+
 def table(r: dict[str, Any]) -> str:
     rounds = r["rounds"]
     many = " median (min-max of rounds)" if rounds > 1 else ""
@@ -827,13 +869,17 @@ def table(r: dict[str, Any]) -> str:
             f"send -> committed outcome at {r['latency_rate_per_second']:,.0f} envelopes/s "
             f"offered, ms{many}",
         ]
-        rows3 = [
-            (_label(k), _s(q["p50"], ".1f"), _s(q["p99"], ".1f"))
+        rows4 = [
+            (_label(k), _s(q["p50"], ".1f"), _s(q["p99"], ".1f"), _settled(r, k))
             for k, q in r["latency_ms"].items()
         ]
-        width = max(len(a) for a, _, _ in rows3)
-        lines.append(f"  {'':<{width}}  {'p50':>20}  {'p99':>20}")
-        lines += [f"  {a:<{width}}  {b:>20}  {c:>20}" for a, b, c in rows3]
+        width = max(len(a) for a, _, _, _ in rows4)
+        lines.append(f"  {'':<{width}}  {'p50':>20}  {'p99':>20}  {'quiet after the drain':>22}")
+        lines += [f"  {a:<{width}}  {b:>20}  {c:>20}  {d:>22}" for a, b, c, d in rows4]
+        lines.append(
+            "  (each offered once the processes are quiet: under "
+            f"{QUIET_CORES} of a core, after the timed pass's backlog)"
+        )
     return "\n".join(lines)
 
 
@@ -901,7 +947,10 @@ what each figure means:
   pipeline / ceiling     a pass over the ceiling's pass of the same round (interleaved rounds,
                          fresh topics of the same layout and partition count each pass).
   send -> committed      per record offered at --rate: its send to its outcome visible to the
-                         bench's read_committed consumer (one clock).
+                         bench's read_committed consumer (one clock). Offered once the
+                         processes are quiet after the timed pass (under 0.15 of a core:
+                         the projector and read side done with its backlog); the table
+                         says how long that took.
   load average           /proc/loadavg at the start and the end: the machine may be shared.
 """
 

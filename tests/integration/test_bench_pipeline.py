@@ -63,6 +63,8 @@ def _check(result: dict, opts: bench.Options) -> None:
         if one["kind"] != "projector" and opts.latency_records:
             assert one["latency_records"] == opts.latency_records
             assert 0 < one["latency_ms_p50"] <= one["latency_ms_p99"] <= one["latency_ms_max"]
+            if one["kind"] != "raw":  # offered once the processes were done with the backlog
+                assert one["settle_s"] is not None and one["settle_s"] > 0
     for kind in kinds[:-2]:
         for ceiling in ("passthrough", "raw"):
             ratio = result["ratios"][f"{kind} / {ceiling}"]
@@ -83,6 +85,7 @@ async def test_bench_pipeline_at_ci_size(
     assert emit(result, False, bench.table) == 0
     out = capsys.readouterr().out
     assert "ceiling a: transactional pass-through" in out and "load average" in out
+    assert "quiet after the drain" in out
     assert emit(result, True, bench.table) == 0
     assert orjson.loads(capsys.readouterr().out)["records"] == 300
 
