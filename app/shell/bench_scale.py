@@ -990,10 +990,16 @@ def _window_counts(metrics: dict[str, float] | None) -> dict[str, float]:
     return {k: sum(metrics.get(n, 0.0) for n in names) for k, names in _WINDOW_COUNTERS.items()}
 
 
-async def cpu_window(bench: Bench, envelopes: int) -> dict[str, Any]:
+async def cpu_window(bench: Bench, envelopes: int, rate: float = 0.0) -> dict[str, Any]:
     """CPU (all workers, utime + stime) per envelope while ``envelopes`` more are recorded,
-    and each worker's share of it with what it did meanwhile (``_WINDOW_COUNTERS``)."""
+    and each worker's share of it with what it did meanwhile (``_WINDOW_COUNTERS``); offered
+    as fast as the workers decide them, or at ``rate`` envelopes/s (under saturation: on a
+    machine of few cores the processes that share them slow each other down)."""
     await bench.sync()
+    # Quiet first: a window right after a restart or a join would count the background
+    # restores it set off as the window's (measured: an idle figure of 0.36 of a core right
+    # after a restart, against 0.04-0.05 per worker later in the same run).
+    await until_quiet(bench, time.monotonic())
     # Each worker's CPU with nothing to decide (its timers, heartbeats and tails): a cost per
     # second and per worker, not per envelope, which the window's figure includes.
     idle0, i0 = [w.cpu_seconds() for w in bench.workers], time.monotonic()
@@ -1004,11 +1010,14 @@ async def cpu_window(bench: Bench, envelopes: int) -> dict[str, Any]:
     ]
     counts0 = [_window_counts(await bench.metrics(w)) for w in bench.workers]
     cpus0, t0 = [w.cpu_seconds() for w in bench.workers], time.monotonic()
-    target = bench.envelopes + envelopes
+    start, target = bench.envelopes, bench.envelopes + envelopes
+    chunk = max(1, min(SUB_CHUNK, int(rate / 20))) if rate else SUB_CHUNK
     while bench.envelopes < target:
         await bench.flow()
         await bench.settle_due()
-        await bench.publish(min(SUB_CHUNK, target - bench.envelopes))
+        await bench.publish(min(chunk, target - bench.envelopes))
+        if rate:
+            await asyncio.sleep(max(0.0, t0 + (bench.envelopes - start) / rate - time.monotonic()))
     await bench.sync()
     wall = time.monotonic() - t0
     used = [w.cpu_seconds() - c for w, c in zip(bench.workers, cpus0, strict=True)]
@@ -1032,6 +1041,7 @@ async def cpu_window(bench: Bench, envelopes: int) -> dict[str, Any]:
     idle_cpu = sum(idle_cores) * wall
     return {
         "envelopes": envelopes,
+        "rate_offered": rate or None,
         "cpu_us_per_envelope": cpu / envelopes * 1e6,
         # the same less what the workers would have used idle over the window
         "cpu_us_per_envelope_above_idle": max(0.0, cpu - idle_cpu) / envelopes * 1e6,
@@ -1041,6 +1051,28 @@ async def cpu_window(bench: Bench, envelopes: int) -> dict[str, Any]:
         "validator_commits_per_1k_envelopes": commits / envelopes * 1000,
         "run_state_moves_per_envelope": sum(w["run_state_moves"] for w in workers) / envelopes,
         "workers": workers,
+    }
+
+
+async def cpu_windows(
+    bench: Bench, envelopes: int, count: int, label: list[str], who: str, rate: float = 0.0
+) -> dict[str, Any]:
+    """``count`` CPU windows back to back (a shared machine: one window is one sample): the
+    median one (by CPU per envelope), with every window's figures beside it."""
+    windows = []
+    design = label[0].split("]")[0] + "]"
+    for n in range(count):
+        paced = f" at {rate:,.0f}/s" if rate else ""
+        label[0] = f"{design} CPU window{paced} {n + 1}/{count}, {who}"
+        windows.append(await cpu_window(bench, envelopes, rate))
+    ranked = sorted(windows, key=lambda w: w["cpu_us_per_envelope"])
+    return {
+        **ranked[(len(ranked) - 1) // 2],
+        "windows": len(windows),
+        "windows_cpu_us_per_envelope": [w["cpu_us_per_envelope"] for w in windows],
+        "windows_cpu_us_per_envelope_above_idle": [
+            w["cpu_us_per_envelope_above_idle"] for w in windows
+        ],
     }
 
 
@@ -1140,19 +1172,35 @@ async def measure_design(
             label[0] = f"[{design.name}] restart {n + 1}/{args.restarts + 1}"
             restarts.append(await restart(bench, first, graceful=n == args.restarts))
         window = max(1000, min(50_000, bench.envelopes // 10))
-        label[0] = f"[{design.name}] CPU window, one worker"
-        one_cpu = await cpu_window(bench, window)
+        paced_window = max(1000, min(window, int(args.cpu_rate * 20)))  # about 20 s each
+        one_cpu = await cpu_windows(bench, window, args.cpu_windows, label, "one worker")
+        one_paced = (
+            await cpu_windows(
+                bench, paced_window, args.cpu_windows, label, "one worker", args.cpu_rate
+            )
+            if args.cpu_rate > 0
+            else None
+        )
         alone = await bench.snapshot(first)
         label[0] = f"[{design.name}] two workers"
         joined = await two_workers(bench, second)
         snaps = [await bench.snapshot(w) for w in bench.workers]
         split_state = bench.expected()
         owned = {s["worker"]: s["partitions"] for s in snaps}
-        two_cpu = await cpu_window(bench, window)
+        two_cpu = await cpu_windows(bench, window, args.cpu_windows, label, "two workers")
+        two_paced = (
+            await cpu_windows(
+                bench, paced_window, args.cpu_windows, label, "two workers", args.cpu_rate
+            )
+            if args.cpu_rate > 0
+            else None
+        )
         label[0] = f"[{design.name}] reads"
         read = await reads(bench, owned, args.reads, args.read_rounds)
-        label[0] = f"[{design.name}] restart one of two"
-        again = await restart(bench, second)
+        again = []
+        for n in range(args.restarts):  # SIGKILL, of the worker that joined
+            label[0] = f"[{design.name}] restart one of two {n + 1}/{args.restarts}"
+            again.append(await restart(bench, second))
         final = {**bench.expected(), "workers": [await bench.snapshot(w) for w in bench.workers]}
     finally:
         sampler.cancel()
@@ -1178,13 +1226,15 @@ async def measure_design(
         "rss_ratio_last_to_50k": curve[-1]["rss_mb"] / at_50k["rss_mb"] if at_50k else None,
         "restarts": restarts,
         "restart_ready_s": _spread([r["ready_s"] for r in restarts if r["signal"] == "SIGKILL"]),
-        "one_worker": {**alone, "cpu": one_cpu},
+        "one_worker": {**alone, "cpu": one_cpu, "cpu_paced": one_paced},
         "two_workers": {
             "join": joined,
             "workers": [{**s, "share_of_one": _shares(alone, s)} for s in snaps],
             "expected": split_state,
             "cpu": two_cpu,
-            "restart_one": again,
+            "cpu_paced": two_paced,
+            "restart_one": again[-1],
+            "restarts_one": again,
         },
         "reads": read,
         "final": final,
@@ -1208,7 +1258,8 @@ def _worker_envs(bench: Bench, tmp: Path, design: Design) -> dict[str, dict[str,
             "A2UI_STREAM_WORKER_ID": f"scale-{name}",
             "A2UI_STREAM_WEB_PORT": str(_free_port()),
             "A2UI_STREAM_DATA_DIR": str(tmp / f"data-{name}"),
-            "A2UI_STREAM_LOG_LEVEL": "warning",
+            # info: the rebalances and restores a restart goes through (--keep-logs)
+            "A2UI_STREAM_LOG_LEVEL": "info",
             "A2UI_STREAM_ROLES": "validator,projector",
             "A2UI_STREAM_HTTP_AUTH": "on",
             "A2UI_STREAM_HTTP_TOKENS": bench.token,
@@ -1246,6 +1297,8 @@ async def measure(args: argparse.Namespace, broker: Broker | None = None) -> dic
         "minutes": args.minutes,
         "max_rss_mb": args.max_rss_mb,
         "restarts_per_design": args.restarts,
+        "cpu_windows_per_design": args.cpu_windows,
+        "cpu_rate": args.cpu_rate,
         "mix": asdict(mix_config),
         "record_bytes_mean": statistics.mean(d["record_bytes_mean"] for d in designs.values()),
         "targets": TARGETS,
@@ -1454,18 +1507,30 @@ def _cells(d: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"{one['projector_surfaces']:,}",
             "",
         ),
-        ("CPU per envelope, one worker", f"{one['cpu']['cpu_us_per_envelope']:,.0f} µs", ""),
         (
-            "CPU per envelope, two workers together",
-            f"{two['cpu']['cpu_us_per_envelope']:,.0f} µs",
-            "not above one worker's",
+            f"CPU per envelope, one worker{_windows_of(one['cpu'])}",
+            _us_windows(one["cpu"], "cpu_us_per_envelope"),
+            "",
         ),
         (
-            "  the same above the workers' idle CPU (idle cores: "
+            f"CPU per envelope, two workers together{_windows_of(two['cpu'])}",
+            _us_windows(two["cpu"], "cpu_us_per_envelope"),
+            "not above one worker's",
+        ),
+        ("  two / one, median windows", _ratio(one["cpu"], two["cpu"], ""), "<= 1.00"),
+        (
+            "  the same above the workers' idle CPU, one / two (idle cores: "
             f"{_window_cell(one, two, 'idle')})",
-            _window_cell(one, two, "above idle"),
-            "not above one worker's",
+            f"{_us_windows(one['cpu'], 'cpu_us_per_envelope_above_idle')} / "
+            f"{_us_windows(two['cpu'], 'cpu_us_per_envelope_above_idle')}",
+            "",
         ),
+        (
+            "  two / one above idle, median windows",
+            _ratio(one["cpu"], two["cpu"], "_above_idle"),
+            "<= 1.00",
+        ),
+        *_paced_cells(one, two),
         ("  in that window, one / two workers: envelopes/s", _window_cell(one, two, "rate"), ""),
         ("  validator commits per 1k envelopes", _window_cell(one, two, "commits"), ""),
         ("  run states moved per envelope", _window_cell(one, two, "moves"), ""),
@@ -1474,9 +1539,61 @@ def _cells(d: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("  partitions split and restored (gauge)", _s([two["join"]["validator_restored_s"]]), ""),
         ("  both quiet", _s([two["join"]["quiet_s"]]), ""),
         *_worker_cells(d),
-        ("restart to ready, SIGKILL, one of two", _s([two["restart_one"]["ready_s"]]), ""),
+        (
+            "restart to ready, SIGKILL, one of two",
+            _s([r["ready_s"] for r in two.get("restarts_one", [two["restart_one"]])]),
+            "",
+        ),
         *_read_cells(d),
     ]
+
+
+def _paced_cells(one: dict[str, Any], two: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The CPU windows offered at a fixed rate (``--cpu-rate``), when measured."""
+    a, b = one.get("cpu_paced"), two.get("cpu_paced")
+    if not a or not b:
+        return []
+    rate = f"{a['rate_offered']:,.0f}/s" if a.get("rate_offered") else "a fixed rate"
+    return [
+        (
+            f"CPU per envelope at {rate} offered, one / two workers",
+            f"{_us_windows(a, 'cpu_us_per_envelope')} / {_us_windows(b, 'cpu_us_per_envelope')}",
+            "",
+        ),
+        ("  two / one at that rate, median windows", _ratio(a, b, ""), "<= 1.00"),
+        (
+            "  the same above idle, two / one",
+            _ratio(a, b, "_above_idle"),
+            "",
+        ),
+    ]
+
+
+def _windows_of(window: dict[str, Any]) -> str:
+    count = window.get("windows", 1)
+    return "" if count == 1 else f", median (min-max of {count} windows)"
+
+
+def _us_windows(window: dict[str, Any], key: str) -> str:
+    """The median window's figure, with the range over the windows when there are several."""
+    values = window.get(f"windows_{key}", [window.get(key, 0.0)])
+    median = f"{window.get(key, 0.0):,.0f} µs"
+    return median if len(values) == 1 else f"{median} ({min(values):,.0f}-{max(values):,.0f})"
+
+
+def _ratio(one: dict[str, Any], two: dict[str, Any], suffix: str) -> str:
+    """Two workers' CPU per envelope over one's: the median windows, and the range of every
+    pair of windows (how far the noise alone moves it)."""
+    key = "cpu_us_per_envelope" + suffix
+    if not one.get(key):
+        return "n/a"
+    figure = f"{two.get(key, 0.0) / one[key]:.2f}"
+    ones = [v for v in one.get(f"windows_{key}", []) if v]
+    twos = two.get(f"windows_{key}", [])
+    if len(ones) > 1 and len(twos) > 1:
+        pairs = [b / a for a in ones for b in twos]
+        figure += f" (pairs {min(pairs):.2f}-{max(pairs):.2f})"
+    return figure
 
 
 def _window_cell(one: dict[str, Any], two: dict[str, Any], what: str) -> str:
@@ -1553,10 +1670,17 @@ def table(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.envelopes < 1000 or args.minutes <= 0 or args.restarts < 1 or args.reads < 1:
+    if (
+        args.envelopes < 1000
+        or args.minutes <= 0
+        or args.restarts < 1
+        or args.reads < 1
+        or args.cpu_windows < 1
+        or args.cpu_rate < 0
+    ):
         print(
             "a2ui-stream bench scale: needs --envelopes >= 1000, --minutes > 0, "
-            "--restarts >= 1 and --reads >= 1",
+            "--restarts >= 1, --reads >= 1, --cpu-windows >= 1 and --cpu-rate >= 0",
             file=sys.stderr,
         )
         return 2
@@ -1600,7 +1724,8 @@ rows:
   two workers                             a second worker joins: each one's RSS, disk, state
                                           (a2ui_http_runs, a2ui_validator_run_states,
                                           a2ui_projector_surfaces) and its share of what one
-                                          worker alone held; CPU per envelope of both vs one,
+                                          worker alone held; CPU per envelope of both vs one
+                                          (--cpu-windows windows each: the median and range),
                                           also above the workers' idle CPU, with the commits
                                           and moves per envelope that explain it
   read p50 / p99                          GETs of runs on the worker's own partitions vs the
@@ -1649,7 +1774,22 @@ def register(bench_subparsers: Any) -> None:
         "--restarts",
         type=int,
         default=3,
-        help="SIGKILL restarts of the one worker, then one with SIGTERM (default 3)",
+        help="SIGKILL restarts of the one worker, then one with SIGTERM; as many of one of "
+        "two workers (default 3)",
+    )
+    parser.add_argument(
+        "--cpu-rate",
+        type=float,
+        default=2000.0,
+        help="envelopes/s offered in a second set of CPU windows, below saturation "
+        "(default 2000; 0: none)",
+    )
+    parser.add_argument(
+        "--cpu-windows",
+        type=int,
+        default=3,
+        help="CPU windows with one worker, then as many with two (default 3): the median "
+        "and the range are printed",
     )
     parser.add_argument(
         "--reads",

@@ -24,7 +24,7 @@ async def test_bench_scale_at_ci_size(
     bench.register(parser.add_subparsers())
     args = parser.parse_args(
         ["scale", "--envelopes", "2000", "--restarts", "1", "--reads", "10", "--read-rounds", "2"]
-        + ["--keep-logs", str(tmp_path / "logs")]
+        + ["--keep-logs", str(tmp_path / "logs"), "--cpu-windows", "2"]
     )
     args.max_rss_mb = 2000
     result = await bench.measure(args, broker)
@@ -70,10 +70,17 @@ async def test_bench_scale_at_ci_size(
     assert [w["worker"] for w in one["cpu"]["workers"]] == ["a"]
     assert [w["worker"] for w in two["cpu"]["workers"]] == ["a", "b"]
     for window in (one["cpu"], two["cpu"]):
+        # two windows each: the median one is reported, both figures beside it
+        assert window["windows"] == 2 and len(window["windows_cpu_us_per_envelope"]) == 2
+        assert window["cpu_us_per_envelope"] == min(window["windows_cpu_us_per_envelope"])
         assert all(w["validator_commits"] >= w["validator_batches"] > 0 for w in window["workers"])
         assert window["validator_commits_per_1k_envelopes"] > 0
     assert two["join"]["validator_restored_s"] > 0
-    assert two["restart_one"]["ready_s"] > 0
+    assert two["restart_one"]["ready_s"] > 0 and len(two["restarts_one"]) == 1
+    # the windows again at a fixed rate below saturation (--cpu-rate, default 2,000/s)
+    for paced in (one["cpu_paced"], two["cpu_paced"]):
+        assert paced["rate_offered"] == 2000 and paced["windows"] == 2
+        assert paced["cpu_us_per_envelope"] > 0 and paced["envelopes"] >= 1000
 
     # phase 5: reads of both kinds, own and other, in both rounds
     for kind in bench.READ_KINDS:

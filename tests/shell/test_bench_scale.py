@@ -203,12 +203,27 @@ def _result() -> dict[str, Any]:
             {**restart, "signal": "SIGKILL"},
             {**restart, "signal": "SIGTERM", "ready_s": 3.4, "exited_by_itself": False},
         ],
-        "one_worker": {**state, "rss_mb": 90.0, "cpu": {"cpu_us_per_envelope": 60.0}},
+        "one_worker": {
+            **state,
+            "rss_mb": 90.0,
+            "cpu": {
+                "cpu_us_per_envelope": 60.0,
+                "windows": 3,
+                "windows_cpu_us_per_envelope": [70.0, 60.0, 50.0],
+            },
+            "cpu_paced": {"cpu_us_per_envelope": 50.0, "rate_offered": 2000.0},
+        },
         "two_workers": {
             "join": {"ready_s": 3.3, "validator_restored_s": 3.0, "quiet_s": 5.0},
             "workers": [worker, {**worker, "worker": "b", "partitions": [1, 3, 5]}],
-            "cpu": {"cpu_us_per_envelope": 90.0},
+            "cpu": {
+                "cpu_us_per_envelope": 90.0,
+                "windows": 3,
+                "windows_cpu_us_per_envelope": [100.0, 90.0, 80.0],
+            },
             "restart_one": {"ready_s": 9.7},
+            "restarts_one": [{"ready_s": 9.7}, {"ready_s": 70.2}, {"ready_s": 10.1}],
+            "cpu_paced": {"cpu_us_per_envelope": 55.0, "rate_offered": 2000.0},
         },
         "reads": {"poll": {"own": read, "other": read}, "log": {"own": read, "other": read}},
     }
@@ -258,6 +273,16 @@ def test_the_table_has_a_column_per_design_and_the_targets() -> None:
         assert any(label in line for line in lines), label
     assert any("9.5 s" in line and "<= 15 s" in line for line in lines)
     assert any("9,980 MB (extrapolated)" in line for line in lines)
+    # the CPU windows: median (range) of each, the ratio of the medians and of every pair
+    assert any("two workers together" in line and "90 µs (80-100)" in line for line in lines)
+    assert any(
+        "two / one, median windows" in line and "1.50 (pairs 1.14-2.00)" in line for line in lines
+    )
+    # the paced windows: their own rows, the ratio at that rate
+    assert any("at 2,000/s offered" in line and "50 µs / 55 µs" in line for line in lines)
+    assert any("two / one at that rate" in line and "1.10" in line for line in lines)
+    # every restart of one of two, median (range): an outlier shows
+    assert any("one of two" in line and "10.1 s (9.7-70.2)" in line for line in lines)
     assert any("(did not exit: SIGKILLed)" in line for line in lines)
     assert any("100%; 100% / 50% / n/a" in line and "each <= 60%" in line for line in lines)
     # a second design lines up as a second column
