@@ -505,7 +505,9 @@ class ProjectorLoop:
             decoded = projector_batch.decode(
                 {tp.partition: records for tp, records in batch.items()}, self.partitions
             )
-            rebuilt = await self._rebuild_needed(projector_batch.needed_runs(decoded, self.runs))
+            rebuilt = await self._rebuild_needed(
+                projector_batch.needed_runs(decoded, self.runs, self.registry)
+            )
             async with self.lock:
                 planned = projector_batch.plan_batch(
                     decoded,

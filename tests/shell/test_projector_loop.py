@@ -178,6 +178,7 @@ async def test_the_listener_returns_before_the_partition_is_restored(
         _publish(kafka, run, n, [f"v{n}"])
     kafka.committed[(GROUP, LOG, 0)] = 2  # projected up to event 2 by a previous owner
     loop = _loop(kafka, monkeypatch)
+    _subscribe(loop, "watcher", delta=False)  # a run nobody follows is not held
     loop.consumer.hold[0] = gate = asyncio.Event()
     listener = asyncio.create_task(loop.consumer.assign({_tp(0)}))
     await loop.consumer.asked.wait()
@@ -198,6 +199,7 @@ async def test_a_revoked_partitions_surfaces_leave_at_once(monkeypatch: pytest.M
         _publish(kafka, mine, n, [f"m{n}"])
         _publish(kafka, theirs, n, [f"t{n}"])
     loop = _loop(kafka, monkeypatch)
+    _subscribe(loop, "watcher", delta=False)  # a run nobody follows is not held
     await loop.consumer.assign({_tp(0), _tp(1)})
     await _taken(loop)
     await _drain(loop)
@@ -214,6 +216,7 @@ async def test_one_partition_is_projected_while_another_is_being_taken(
     _publish(kafka, fast, 0, ["f"])
     _publish(kafka, slow, 0, ["s"])
     loop = _loop(kafka, monkeypatch)
+    _subscribe(loop, "watcher", delta=False)  # a run nobody follows is not held
     loop.consumer.hold[1] = gate = asyncio.Event()
     await loop.consumer.assign({_tp(0), _tp(1)})
     await asyncio.gather(loop.taking[_tp(0)])
