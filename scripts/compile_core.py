@@ -35,6 +35,7 @@ MODULES = (
     "policy",
     "redaction",
     "refusal",
+    "rules",
     "run_state",
 )
 STAMP = CORE / "compiled.json"

@@ -30,6 +30,17 @@ from typing import Any
 
 from app.core.host_commands import ACTION_NAMES
 from app.core.refusal import Violation
+from app.core.rules import (
+    ACTION_CONFINEMENT,
+    ACTION_SHAPE,
+    COMPONENT_BUTTON,
+    CONTEXT_PATH,
+    SURFACE_FINAL,
+    SURFACE_LIVE,
+    SURFACE_TRUST,
+    Rule,
+    refuse,
+)
 from app.core.surfaces import V1_SURFACE_ID, Surface, parse_data_path
 
 __all__ = ["check_action"]
@@ -37,8 +48,8 @@ __all__ = ["check_action"]
 _V1_FIELDS = frozenset({"field.text", "field.select", "field.checkbox", "field.date"})
 
 
-def _refuse(rule: str, pointer: str, message: str, **details: Any) -> Violation:
-    return Violation("action_refused", rule, pointer, message, details)
+def _refuse(rule: Rule, pointer: str, message: str, **details: Any) -> Violation:
+    return refuse(rule, pointer, message, details)
 
 
 def _resolves(data_model: Any, path: Any) -> bool:
@@ -63,12 +74,12 @@ def _v2_context(button: Mapping[str, Any], content: Mapping[str, Any], context: 
     data_model = content.get("dataModel", {})
     submitted = {} if context is None else context
     if not isinstance(submitted, dict):
-        return _refuse("context-path", "/context", "context must be an object")
+        return _refuse(CONTEXT_PATH, "/context", "context must be an object")
     if not isinstance(declared, dict):  # no context: the whole data model at "/"
         extra = sorted(set(submitted) - set(data_model if isinstance(data_model, dict) else {}))
         if extra:
             return _refuse(
-                "context-path",
+                CONTEXT_PATH,
                 "/context",
                 f"keys {extra} are not in the surface's data model",
                 keys=extra,
@@ -76,7 +87,7 @@ def _v2_context(button: Mapping[str, Any], content: Mapping[str, Any], context: 
         return submitted
     if set(submitted) != set(declared):
         return _refuse(
-            "context-path",
+            CONTEXT_PATH,
             "/context",
             f"the Button declares context keys {sorted(declared)}, not {sorted(submitted)}",
         )
@@ -84,13 +95,13 @@ def _v2_context(button: Mapping[str, Any], content: Mapping[str, Any], context: 
         if isinstance(binding, dict) and "path" in binding:
             if not _resolves(data_model, binding["path"]):
                 return _refuse(
-                    "context-path",
+                    CONTEXT_PATH,
                     f"/context/{key}",
                     f"context {key!r} binds {binding['path']!r}, outside the data model",
                 )
         elif submitted[key] != binding:
             return _refuse(
-                "context-path", f"/context/{key}", f"context {key!r} is a literal: unchanged"
+                CONTEXT_PATH, f"/context/{key}", f"context {key!r} is a literal: unchanged"
             )
     return submitted
 
@@ -98,14 +109,14 @@ def _v2_context(button: Mapping[str, Any], content: Mapping[str, Any], context: 
 def _v1_context(components: list[Any], context: Any) -> Any:
     submitted = {} if context is None else context
     if not isinstance(submitted, dict):
-        return _refuse("context-path", "/context", "context must be an object")
+        return _refuse(CONTEXT_PATH, "/context", "context must be an object")
     fields = {
         c.get("id") for c in components if isinstance(c, dict) and c.get("component") in _V1_FIELDS
     }
     extra = sorted(set(submitted) - fields)
     if extra:
         return _refuse(
-            "context-path", "/context", f"keys {extra} are not fields of the surface", keys=extra
+            CONTEXT_PATH, "/context", f"keys {extra} are not fields of the surface", keys=extra
         )
     return submitted
 
@@ -113,25 +124,22 @@ def _v1_context(components: list[Any], context: Any) -> Any:
 def check_action(surface: Surface | None, submission: Any) -> dict[str, Any] | Violation:
     """The context to record for ``submission`` on ``surface``, or why it is refused."""
     if not isinstance(submission, dict):
-        return Violation("validation_error", "action-shape", "", "the body is an action object")
+        return refuse(ACTION_SHAPE, "", "the body is an action object")
     name = submission.get("name")
     if name not in ACTION_NAMES:
         return _refuse(
-            "action-confinement", "/name", f"an action is resume or exchange, not {name!r}"
+            ACTION_CONFINEMENT, "/name", f"an action is resume or exchange, not {name!r}"
         )
     source = submission.get("sourceComponentId")
     if not isinstance(source, str):
-        return Violation(
-            "validation_error", "action-shape", "/sourceComponentId", "a string is required"
-        )
+        return refuse(ACTION_SHAPE, "/sourceComponentId", "a string is required")
     if surface is None or surface.deleted:
-        return Violation("not_found", "surface-live", "/surfaceId", "no live surface there")
+        return refuse(SURFACE_LIVE, "/surfaceId", "no live surface there")
     if surface.partial:
-        return _refuse("surface-final", "/surfaceId", "the surface is not final yet (E1)")
+        return _refuse(SURFACE_FINAL, "/surfaceId", "the surface is not final yet (E1)")
     if surface.trust != "trusted":
-        return Violation(
-            "forbidden",
-            "surface-trust",
+        return refuse(
+            SURFACE_TRUST,
             "/surfaceId",
             "untrusted_content_blocks_approval: the surface carries untrusted content",
             {"reason": "untrusted_content_blocks_approval"},
@@ -143,15 +151,15 @@ def check_action(surface: Surface | None, submission: Any) -> dict[str, Any] | V
             (c for c in components if isinstance(c, dict) and c.get("id") == source), None
         )
         if button is None or button.get("component") != "action.button":
-            return _refuse("component-button", "/sourceComponentId", "not an action.button")
+            return _refuse(COMPONENT_BUTTON, "/sourceComponentId", "not an action.button")
         if button.get("action", {}).get("target") != name:
-            return _refuse("component-button", "/name", "the button's target is another name")
+            return _refuse(COMPONENT_BUTTON, "/name", "the button's target is another name")
         return _wrap(_v1_context(components, submission.get("context")))
     button = content.get("components", {}).get(source)
     if not isinstance(button, dict) or button.get("component") != "Button":
-        return _refuse("component-button", "/sourceComponentId", "not a Button of this surface")
+        return _refuse(COMPONENT_BUTTON, "/sourceComponentId", "not a Button of this surface")
     if button.get("action", {}).get("event", {}).get("name") != name:
-        return _refuse("component-button", "/name", "the Button's event name is another name")
+        return _refuse(COMPONENT_BUTTON, "/name", "the Button's event name is another name")
     return _wrap(_v2_context(button, content, submission.get("context")))
 
 

@@ -52,6 +52,16 @@ from app.core.limits import Branch, check_envelope, plainly_within
 from app.core.policy import SURFACE_KIND, UNIVERSAL_KINDS, HostPolicy
 from app.core.redaction import Secrets, prepare, redact, redact_text, redact_violation
 from app.core.refusal import Violation
+from app.core.rules import (
+    CORRELATION,
+    DEPTH,
+    FLOOR,
+    KIND_CATALOG,
+    REDACTION_INVALID,
+    RUN_KEY,
+    STRICTNESS,
+    refuse,
+)
 from app.core.run_state import FrozenValue, Recorded, RunState, initial_state
 
 __all__ = [
@@ -205,9 +215,8 @@ def _envelope_shape(ctx: _Ctx) -> Violation | Deduplicated | None:
     if ctx.state is _NO_STATE:
         ctx.state = initial_state(ctx.run_id)
     elif ctx.state.run_id != ctx.run_id:
-        return Violation(
-            "record_key_mismatch",
-            "run-key",
+        return refuse(
+            RUN_KEY,
             "/runId",
             f"the record's runId {ctx.run_id!r} is not the run {ctx.state.run_id!r} it was "
             "keyed to; key each admission record by its runId",
@@ -225,9 +234,8 @@ def _envelope_shape(ctx: _Ctx) -> Violation | Deduplicated | None:
 def _kind_catalog(ctx: _Ctx) -> Violation | Deduplicated | None:
     if ctx.policy.knows(ctx.kind):  # §5 (1); universal kinds are always known (§2)
         return None
-    return Violation(
-        "unknown_envelope_kind",
-        "kind-catalog",
+    return refuse(
+        KIND_CATALOG,
         "/envelope/type",
         f"envelope type {ctx.kind!r} is not in this host's catalog "
         f"{list(ctx.policy.kinds)!r} (universal kinds {sorted(UNIVERSAL_KINDS)!r} are always "
@@ -246,9 +254,8 @@ def _correlation(ctx: _Ctx) -> Violation | Deduplicated | None:
     if entry is None:
         return None
     if entry.type != ctx.kind:  # §2 E2
-        return Violation(
-            "envelope_correlation_conflict",
-            "correlation",
+        return refuse(
+            CORRELATION,
             "/envelope/correlationId",
             f"correlationId {cid!r} was already recorded in this run for type {entry.type!r}; "
             f"a {ctx.kind!r} envelope cannot reuse it: use a fresh correlationId",
@@ -274,18 +281,16 @@ def _floor(ctx: _Ctx) -> Violation | Deduplicated | None:
         return None
     details = {"kind": ctx.kind, "schemaVersion": emitted, "floor": floor}
     if emitted > floor:  # §5 (2): whatever the strictness
-        return Violation(
-            "unknown_schema_version",
-            "floor",
+        return refuse(
+            FLOOR,
             "/envelope/schemaVersion",
             f"schemaVersion {emitted} of {ctx.kind!r} is above this host's version {floor}; "
             f"emit schemaVersion {floor}",
             details,
         )
     if ctx.policy.strictness == "strict":  # §5 (3)
-        return Violation(
-            "unknown_schema_version",
-            "strictness",
+        return refuse(
+            STRICTNESS,
             "/envelope/schemaVersion",
             f"schemaVersion {emitted} of {ctx.kind!r} is below this host's version {floor} "
             f"and strictness is strict; emit schemaVersion {floor}",
@@ -396,14 +401,13 @@ def _redaction(ctx: _Ctx) -> Violation | Deduplicated | None:
     if violation is None:
         return None
     where = violation.path or "/"
-    return Violation(
-        "envelope_invalid",
-        "redaction-invalid",
+    return refuse(
+        REDACTION_INVALID,
         violation.path,
         f"SR-1 redaction would leave the record invalid at {where} ({violation.message}): a "
         "registered secret sits where its [REDACTED:<secretId>] marker does not fit (text "
         "near its length limit); send the record without the secret there",
-        {"rule": "redaction-invalid", "cause": violation.rule},
+        {"rule": REDACTION_INVALID.id, "cause": violation.rule},
     )
 
 
@@ -468,13 +472,12 @@ def encode_event(admitted: Admitted) -> bytes | Refused:
         return orjson.dumps(admitted.event)
     except orjson.JSONEncodeError as exc:
         return Refused(
-            Violation(
-                "record_limit_exceeded",
-                "depth",
+            refuse(
+                DEPTH,
                 "/envelope",
                 f"the envelope cannot be recorded ({exc}); JSON nested deeper than about 250 "
                 "levels is refused: flatten updateDataModel values and action contexts",
-                {"rule": "depth"},
+                {"rule": DEPTH.id},
             )
         )
 

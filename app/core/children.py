@@ -19,7 +19,8 @@ through a component this envelope set, so one depth-first walk from those compon
 visiting each reachable component once (the graph is only walked when some changed component
 has a child that is itself a parent).
 
-May import: the standard library and app.core.pmap / app.core.refusal (pure).
+May import: the standard library and app.core.pmap / app.core.refusal / app.core.rules
+(pure).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from app.core.refusal import Violation
+from app.core.rules import CHILDREN_CYCLE, refuse
 
 __all__ = [
     "Graph",
@@ -185,15 +187,14 @@ def cycle_refusal(
     else:
         what = f"has child {child[:80]!r}, which is also its ancestor"
     across = any(node not in changed for node in cycle)
-    return Violation(
-        "envelope_invalid",
-        "children-cycle",
+    return refuse(
+        CHILDREN_CYCLE,
         path,
         f"component {parent[:80]!r} {what}"
         + (" (the cycle runs through components of earlier envelopes)" if across else "")
         + ": the children graph must be a tree (a renderer walking a cycle never stops)",
         {
-            "rule": "children-cycle",
+            "rule": CHILDREN_CYCLE.id,
             "componentId": parent,
             "childId": child,
             "cycle": [node[:128] for node in cycle[:64]],

@@ -18,27 +18,20 @@ from typing import Any, Final
 
 from app.core.fold import MESSAGE_KINDS
 from app.core.refusal import Violation
+from app.core.rules import CATALOG_EQUALITY, SURFACE_ID_EQUALITY, Rule, refuse
 
-__all__ = ["RULES", "check_cross_field", "kinds_and_cross_field"]
-
-RULES: Final[tuple[str, ...]] = ("surface-id-equality", "catalog-equality")
+__all__ = ["check_cross_field", "kinds_and_cross_field"]
 
 _KIND_SET: Final = frozenset(MESSAGE_KINDS)
 
 
-def _violation(rule: str, index: int, pointer: str, message: str, **extra: Any) -> Violation:
-    return Violation(
-        code="envelope_invalid",
-        rule=rule,
-        path=pointer,
-        message=message,
-        details={"rule": rule, "index": index, **extra},
-    )
+def _violation(rule: Rule, index: int, pointer: str, message: str, **extra: Any) -> Violation:
+    return refuse(rule, pointer, message, {"rule": rule.id, "index": index, **extra})
 
 
 def _surface_mismatch(index: int, kind: str, body: Mapping[str, Any], surface_id: Any) -> Violation:
     return _violation(
-        "surface-id-equality",
+        SURFACE_ID_EQUALITY,
         index,
         f"/envelope/payload/messages/{index}/{kind}/surfaceId",
         f"surface-id-equality: message {index} ({kind}) targets surface "
@@ -50,7 +43,7 @@ def _surface_mismatch(index: int, kind: str, body: Mapping[str, Any], surface_id
 
 def _catalog_mismatch(index: int, kind: str, body: Mapping[str, Any], catalog_id: Any) -> Violation:
     return _violation(
-        "catalog-equality",
+        CATALOG_EQUALITY,
         index,
         f"/envelope/payload/messages/{index}/{kind}/catalogId",
         f"catalog-equality: createSurface (message {index}) names catalog "

@@ -26,6 +26,7 @@ from app.core.children import NO_CHILDREN, fold_children, touches_graph
 from app.core.pmap import PMap
 from app.core.policy import SURFACE_KIND
 from app.core.refusal import Violation
+from app.core.rules import FOLD, refuse
 from app.core.run_lifecycle import apply_host_event
 from app.core.run_state import (
     EMPTY,
@@ -145,16 +146,15 @@ def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violatio
     status, index, kind = _run_tuple(status, kinds) if type(kinds) is tuple else _run(status, kinds)
     if index is None:
         return None
-    return Violation(
-        code="envelope_invalid",
-        rule="fold",
-        path=f"/envelope/payload/messages/{index}",
-        message=(
+    return refuse(
+        FOLD,
+        f"/envelope/payload/messages/{index}",
+        (
             f"fold: message {index} ({kind}) on surface {surface_id!r}, which is {status}"
             + ("" if before == status else f" after the earlier messages (was {before})")
             + f": {ILLEGAL[status]}; the envelope is refused and nothing is recorded"
         ),
-        details={"rule": "fold", "surfaceId": surface_id, "index": index, "status": status},
+        {"rule": FOLD.id, "surfaceId": surface_id, "index": index, "status": status},
     )
 
 

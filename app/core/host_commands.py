@@ -48,6 +48,21 @@ from typing import Any, NamedTuple
 from app.core.identifiers import run_id_error
 from app.core.redaction import Secrets, redact
 from app.core.refusal import Violation
+from app.core.rules import (
+    ACTION_CONFINEMENT,
+    FORK_SOURCE,
+    FORK_TARGET_FRESH,
+    HOST_COMMAND,
+    INTERRUPT_PENDING,
+    RUN_EXISTS,
+    RUN_FRESH,
+    RUN_LIVE,
+    SURFACE_FINAL,
+    SURFACE_LIVE,
+    SURFACE_UNCHANGED,
+    UNTRUSTED_BLOCKS_APPROVAL,
+    refuse,
+)
 from app.core.run_lifecycle import MAX_LINEAGE, TERMINAL_STATUSES
 from app.core.run_state import RunState
 
@@ -142,7 +157,7 @@ def host_event(
 
 
 def _invalid(path: str, message: str) -> Violation:
-    return Violation("validation_error", "host-command", path, message)
+    return refuse(HOST_COMMAND, path, message)
 
 
 def _copy(event: Mapping[str, Any], run_id: str, event_id: str) -> dict[str, Any]:
@@ -176,18 +191,16 @@ def _fork(
     if child == source.source_run_id:
         return _invalid("/runId", "a fork needs a new runId, not the source's")
     if state.next_sequence != 0:
-        return Violation(
-            "run_state_conflict",
-            "fork-target-fresh",
+        return refuse(
+            FORK_TARGET_FRESH,
             "/runId",
             f"run {child!r} already has {state.next_sequence} events: a fork creates a new run",
             {"runStatus": "exists"},
         )
     events = fetched(source) if source.from_seq > 0 else ()
     if events is None or len(events) != source.from_seq:
-        return Violation(
-            "fork_point_invalid",
-            "fork-source",
+        return refuse(
+            FORK_SOURCE,
             "/command/fromSeq",
             f"the log does not hold sequences 0..{source.from_seq - 1} of run "
             f"{source.source_run_id!r} at the offsets given",
@@ -196,9 +209,8 @@ def _fork(
     out: list[dict[str, Any]] = []
     for expected, event in enumerate(events):
         if event.get("runId") != source.source_run_id or event.get("sequence") != expected:
-            return Violation(
-                "fork_point_invalid",
-                "fork-source",
+            return refuse(
+                FORK_SOURCE,
                 "/command/source",
                 f"the source log is not gap-free at sequence {expected}",
                 {"fromSeq": source.from_seq},
@@ -267,9 +279,8 @@ class _Emit:
 
 def _terminal(state: RunState) -> Violation | None:
     if state.lifecycle.status in TERMINAL_STATUSES:
-        return Violation(
-            "run_terminal",
-            "run-live",
+        return refuse(
+            RUN_LIVE,
             "/runId",
             f"run {state.run_id!r} is {state.lifecycle.status}",
             {"runStatus": state.lifecycle.status},
@@ -282,9 +293,8 @@ def _create(command: Mapping[str, Any], state: RunState, emit: _Emit) -> Violati
     if not isinstance(workflow, str) or not 1 <= len(workflow) <= 256:
         return _invalid("/command/workflowId", "workflowId must be a string of 1..256 chars")
     if state.next_sequence != 0:
-        return Violation(
-            "run_state_conflict",
-            "run-fresh",
+        return refuse(
+            RUN_FRESH,
             "/runId",
             f"run {state.run_id!r} already exists",
             {"runStatus": state.lifecycle.status},
@@ -302,7 +312,7 @@ def _create(command: Mapping[str, Any], state: RunState, emit: _Emit) -> Violati
 
 def _cancel(state: RunState, emit: _Emit) -> Violation | None:
     if state.next_sequence == 0:
-        return Violation("not_found", "run-exists", "/runId", f"no run {state.run_id!r}")
+        return refuse(RUN_EXISTS, "/runId", f"no run {state.run_id!r}")
     ended = _terminal(state)
     if ended is not None:
         return ended
@@ -327,35 +337,33 @@ def _resolve(
         # run_terminal or interrupt_cancelled (the suite's v2-interrupt-resolve-terminal).
         # Decided by the status alone: an ended run's state is compacted and keeps no
         # interrupts (app.core.run_snapshot.compact), and no interrupt of it can be resolved.
-        return Violation(
-            "interrupt_already_resolved",
-            "interrupt-pending",
+        return refuse(
+            INTERRUPT_PENDING,
             "/command/nodeId",
             f"the run is {state.lifecycle.status}: the interrupt at {node!r} is closed",
             {"nodeId": node, "runStatus": state.lifecycle.status},
+            code="interrupt_already_resolved",
         )
     found = state.lifecycle.interrupt(node)
     if found is None or found[0] != "pending":
         if found is not None and found[1] > _expected(command):
-            return Violation(
-                "interrupt_already_resolved",
-                "interrupt-pending",
+            return refuse(
+                INTERRUPT_PENDING,
                 "/command/nodeId",
                 f"the interrupt at {node!r} was resolved concurrently (sequence {found[1]})",
                 {"nodeId": node, "resolvedAt": found[1]},
+                code="interrupt_already_resolved",
             )
-        return Violation(
-            "not_found",
-            "interrupt-pending",
+        return refuse(
+            INTERRUPT_PENDING,
             "/command/nodeId",
             f"no pending interrupt at node {node!r} (not found or already resolved)",
             {"nodeId": node},
         )
     tainted = state.tainted_surfaces_for_node(node)
     if tainted:  # §7: an approval never advances on an untrusted surface (sticky in v2)
-        return Violation(
-            "forbidden",
-            "untrusted-blocks-approval",
+        return refuse(
+            UNTRUSTED_BLOCKS_APPROVAL,
             "/command/nodeId",
             "untrusted_content_blocks_approval: a surface bound to this node carries "
             "untrusted content; the interrupt stays pending",
@@ -377,9 +385,8 @@ def _action(
 ) -> Violation | None:
     name = command.get("name")
     if name not in ACTION_NAMES:  # a2ui-action-confinement
-        return Violation(
-            "action_refused",
-            "action-confinement",
+        return refuse(
+            ACTION_CONFINEMENT,
             "/command/name",
             f"an action's name is resume or exchange, not {name!r}",
             {"name": name},
@@ -406,28 +413,23 @@ def _action(
         partial = surface is not None and surface.partial
         nodes = frozenset() if surface is None else surface.node_ids
     if not live:
-        return Violation(
-            "not_found", "surface-live", "/command/surfaceId", f"no live surface {sid!r}"
-        )
+        return refuse(SURFACE_LIVE, "/command/surfaceId", f"no live surface {sid!r}")
     if partial:
-        return Violation(
-            "action_refused",
-            "surface-final",
+        return refuse(
+            SURFACE_FINAL,
             "/command/surfaceId",
             "the surface's last envelope is a partial chunk: actions wait for the final one (E1)",
         )
     if tainted:
-        return Violation(
-            "forbidden",
-            "untrusted-blocks-approval",
+        return refuse(
+            UNTRUSTED_BLOCKS_APPROVAL,
             "/command/surfaceId",
             "untrusted_content_blocks_approval: this surface carries untrusted content",
             {"reason": "untrusted_content_blocks_approval", "surfaceIds": [sid]},
         )
     if last is None or last.sequence != _expected(command):
-        return Violation(
-            "run_state_conflict",
-            "surface-unchanged",
+        return refuse(
+            SURFACE_UNCHANGED,
             "/command/expectedSequence",
             "the surface changed after the action was checked; submit it again",
             {"runStatus": state.lifecycle.status},

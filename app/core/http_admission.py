@@ -41,6 +41,7 @@ from app.core.intake import DEFAULT_MAX_RECORD_BYTES, read_body
 from app.core.limits import DEPTH_CEILING, first_deeper
 from app.core.policy import SURFACE_KIND
 from app.core.refusal import Violation
+from app.core.rules import DEPTH, RECORD_SIZE, refuse
 from app.core.run_lifecycle import MAX_LINEAGE
 
 __all__ = [
@@ -95,9 +96,8 @@ def body_too_large(size: int | None, *, max_bytes: int) -> HttpError:
     """A body the web server stopped reading (larger than it reads at all)."""
     shown = f"more than {max_bytes}" if size is None else str(size)
     return violation_response(
-        Violation(
-            "record_too_large",
-            "record-size",
+        refuse(
+            RECORD_SIZE,
             "",
             f"the request body is {shown} bytes; the limit is {max_bytes} "
             "(A2UI_STREAM_MAX_RECORD_BYTES); it was refused before parsing",
@@ -109,9 +109,8 @@ def body_too_large(size: int | None, *, max_bytes: int) -> HttpError:
 def _record_too_large(size: int, max_bytes: int, body_size: int | None = None) -> HttpError:
     around = "" if body_size is None else f"the request body is {body_size} bytes, and "
     return violation_response(
-        Violation(
-            "record_too_large",
-            "record-size",
+        refuse(
+            RECORD_SIZE,
             "",
             f"{around}the admission record it becomes is {size} bytes; the limit is {max_bytes} "
             "(A2UI_STREAM_MAX_RECORD_BYTES)",
@@ -129,14 +128,13 @@ def _encoded(
         encoded = orjson.dumps(record)
     except orjson.JSONEncodeError:  # orjson encodes 254 levels (app.core.intake)
         return violation_response(
-            Violation(
-                "record_limit_exceeded",
-                "depth",
+            refuse(
+                DEPTH,
                 first_deeper(record, DEPTH_CEILING) or "",
                 f"the request nests deeper than {DEPTH_CEILING} levels once wrapped in its "
                 "admission record, more than any host setting admits (A2UI_STREAM_MAX_DEPTH); "
                 "flatten it",
-                {"rule": "depth", "limit": DEPTH_CEILING},
+                {"rule": DEPTH.id, "limit": DEPTH_CEILING},
             )
         )
     if len(encoded) > max_bytes:

@@ -15,7 +15,8 @@ component's ``id`` and its ``children`` and ``child`` references; in a v1 payloa
 component's ``id`` (the viewer maps v1 ids onto v2 component ids and data paths); in a host
 command its ``workflowId``, ``nodeId``, ``surfaceId``, ``sourceComponentId`` and ``sourceRunId``.
 
-May import: the standard library and app.core.redaction / app.core.refusal (pure).
+May import: the standard library and app.core.redaction / app.core.refusal / app.core.rules
+(pure).
 """
 
 from __future__ import annotations
@@ -26,17 +27,15 @@ from typing import Any, Final
 
 from app.core.redaction import Secrets
 from app.core.refusal import Violation
+from app.core.rules import IDENTIFIER_SECRET, RUN_ID, refuse
 
 __all__ = [
-    "RULE",
     "RUN_ID_PATTERN",
     "identifiers",
     "run_id_error",
     "secret_in",
     "secret_identifier",
 ]
-
-RULE: Final = "identifier-secret"
 
 # The runId grammar (schemas/admission-record and host-command carry the same pattern): the
 # OpenWOP v2 form ``<tenant>/<opaque>`` (ids.schema.json ``runId``; the tenant may be
@@ -50,13 +49,12 @@ def run_id_error(run_id: str) -> Violation | None:
     """Why ``run_id`` breaks the runId grammar, as a refusal; None when it is fine."""
     if _RUN_ID.fullmatch(run_id) is not None:  # (not match: its $ admits a final newline)
         return None
-    return Violation(
-        "validation_error",
-        "run-id",
+    return refuse(
+        RUN_ID,
         "/runId",
         f"runId {run_id[:80]!r} is not a run id: use <tenant>/<id> (or one segment) of ASCII "
         "letters, digits and . _ ~ - (at most 128 each; : only in the tenant)",
-        {"rule": "run-id"},
+        {"rule": RUN_ID.id},
     )
 
 
@@ -137,13 +135,12 @@ def secret_identifier(record: Mapping[str, Any], secrets: Secrets) -> Violation 
             continue
         secret_id = secret_in(value, secrets)
         if secret_id is not None:
-            return Violation(
-                "envelope_invalid",
-                RULE,
+            return refuse(
+                IDENTIFIER_SECRET,
                 path,
                 f"{what} ({path}) contains the registered secret {secret_id!r}: an identifier "
                 "is recorded as sent and cannot be redacted (a redacted id breaks the id "
                 "grammar and every reference to it); use an identifier that holds no secret",
-                {"rule": RULE, "secretId": secret_id, "field": path},
+                {"rule": IDENTIFIER_SECRET.id, "secretId": secret_id, "field": path},
             )
     return None

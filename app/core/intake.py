@@ -32,6 +32,17 @@ import orjson
 
 from app.core.limits import DEPTH_CEILING, first_deeper
 from app.core.refusal import Violation
+from app.core.rules import (
+    DEPTH,
+    NUMBER_RANGE,
+    RECORD_BYTES,
+    RECORD_DUPLICATE_KEY,
+    RECORD_JSON,
+    RECORD_KEY,
+    RECORD_SIZE,
+    RECORD_UTF8,
+    refuse,
+)
 
 __all__ = ["DEFAULT_MAX_RECORD_BYTES", "Intake", "read_admission", "read_body"]
 
@@ -57,13 +68,10 @@ def read_admission(
 ) -> Intake | Violation:
     """Decode one admission-topic record. The size limit is checked before any parsing."""
     if value is None:
-        return Violation(
-            "record_invalid", "record-bytes", "", "the record has no value (a tombstone?)"
-        )
+        return refuse(RECORD_BYTES, "", "the record has no value (a tombstone?)")
     if len(value) > max_bytes:
-        return Violation(
-            "record_too_large",
-            "record-size",
+        return refuse(
+            RECORD_SIZE,
             "",
             f"the record is {len(value)} bytes; the limit is {max_bytes} "
             "(A2UI_STREAM_MAX_RECORD_BYTES); it was refused before parsing",
@@ -72,9 +80,8 @@ def read_admission(
     try:
         value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Violation(
-            "record_not_utf8",
-            "record-utf8",
+        return refuse(
+            RECORD_UTF8,
             "",
             f"the record is not UTF-8 (byte {exc.start}: {exc.reason})",
             {"offset": exc.start},
@@ -95,9 +102,8 @@ def read_admission(
         if key_text != run_id:
             # The key places the record on the run's partition (docs/topics.md): a record keyed
             # for another run would be ordered against the wrong run's log.
-            return Violation(
-                "record_key_mismatch",
-                "record-key",
+            return refuse(
+                RECORD_KEY,
                 "/runId",
                 "the Kafka key must equal the record's runId (UTF-8): publish with key=runId",
                 {"key": key.decode("utf-8", "replace"), "runId": run_id},
@@ -118,9 +124,8 @@ def read_body(
     # The size and UTF-8 steps repeat read_admission's on purpose: its messages say "record"
     # and a producer reads them, so it stays as it is; this one speaks of the request body.
     if len(value) > max_bytes:
-        return Violation(
-            "record_too_large",
-            "record-size",
+        return refuse(
+            RECORD_SIZE,
             at,
             f"the request body is {len(value)} bytes; the limit is {max_bytes} "
             "(A2UI_STREAM_MAX_RECORD_BYTES); it was refused before parsing",
@@ -129,9 +134,8 @@ def read_body(
     try:
         value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Violation(
-            "record_not_utf8",
-            "record-utf8",
+        return refuse(
+            RECORD_UTF8,
             at,
             f"the request body is not UTF-8 (byte {exc.start}: {exc.reason})",
             {"offset": exc.start},
@@ -140,7 +144,7 @@ def read_body(
         document = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
         failure = _not_parsed(exc)
-        if failure.rule == "record-json":
+        if failure.rule == RECORD_JSON.id:
             failure = Violation(
                 failure.code,
                 failure.rule,
@@ -175,9 +179,8 @@ def _not_parsed(exc: orjson.JSONDecodeError) -> Violation:
         return _too_deep("", {"position": exc.pos}, f"at character {exc.pos}")
     if "number is infinity" in text:
         return _number_range("", f"a number at character {exc.pos} is beyond the double range")
-    return Violation(
-        "record_not_json",
-        "record-json",
+    return refuse(
+        RECORD_JSON,
         "",
         f"the record is not JSON: {exc}",
         {"position": exc.pos},
@@ -185,24 +188,22 @@ def _not_parsed(exc: orjson.JSONDecodeError) -> Violation:
 
 
 def _too_deep(path: str, details: dict[str, Any], where: str = "") -> Violation:
-    return Violation(
-        "record_limit_exceeded",
-        "depth",
+    return refuse(
+        DEPTH,
         path,
         f"the record nests deeper than {DEPTH_CEILING} levels {where or 'at ' + (path or '/')}, "
         "more than any host setting admits (A2UI_STREAM_MAX_DEPTH); flatten it",
-        {"rule": "depth", "limit": DEPTH_CEILING, **details},
+        {"rule": DEPTH.id, "limit": DEPTH_CEILING, **details},
     )
 
 
 def _number_range(path: str, what: str) -> Violation:
-    return Violation(
-        "record_limit_exceeded",
-        "number-range",
+    return refuse(
+        NUMBER_RANGE,
         path,
         f"{what}: JSON numbers must be doubles and integers must lie in [-2^63, 2^64-1], or "
         "readers disagree on the value; send larger numbers as strings",
-        {"rule": "number-range"},
+        {"rule": NUMBER_RANGE.id},
     )
 
 
@@ -259,13 +260,12 @@ def _duplicate(record: Any, key: str, pairs: Any) -> Violation:
     target = dict(pairs)
     where = _find(record, lambda node: type(node) is dict and key in node and node == target)
     path = (where or "") + "/" + key.replace("~", "~0").replace("/", "~1")
-    return Violation(
-        "record_not_json",
-        "record-duplicate-key",
+    return refuse(
+        RECORD_DUPLICATE_KEY,
         path,
         f"member {key[:80]!r} appears more than once in one object at {where or '/'}; JSON "
         "readers disagree on which value counts (RFC 8259 §4, RFC 7493 §2.3): send it once",
-        {"rule": "record-duplicate-key", "key": key[:256]},
+        {"rule": RECORD_DUPLICATE_KEY.id, "key": key[:256]},
     )
 
 

@@ -23,7 +23,8 @@ resource limit but a malformed value: a cycle (``envelope_invalid``, rule ``chil
 and a malformed pointer (``envelope_invalid``, rule ``data-path``). Paths are RFC 6901 JSON
 Pointers into the admission record.
 
-May import: the standard library, app.core.refusal and app.core.children (pure).
+May import: the standard library, app.core.refusal, app.core.rules and app.core.children
+(pure).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any, Final, Literal
 
 from app.core.children import cycle_refusal, locate_component
 from app.core.refusal import Violation
+from app.core.rules import CHILDREN_DEPTH, COMPONENTS, DATA_PATH, DEPTH, STRING_CHARS, Rule, refuse
 
 __all__ = [
     "DEPTH_CEILING",
@@ -123,13 +125,13 @@ def _escape(token: str | int) -> str:
     return str(token).replace("~", "~0").replace("/", "~1")
 
 
-def _exceeded(rule: str, path: str, message: str, **details: Any) -> Violation:
-    return Violation("record_limit_exceeded", rule, path, message, {"rule": rule, **details})
+def _exceeded(rule: Rule, path: str, message: str, **details: Any) -> Violation:
+    return refuse(rule, path, message, {"rule": rule.id, **details})
 
 
 def _too_many(path: str, count: int, limit: int) -> Violation:
     return _exceeded(
-        "components",
+        COMPONENTS,
         path,
         f"the envelope carries at least {count} components; the limit is {limit} per envelope "
         "(A2UI_STREAM_MAX_COMPONENTS): split the surface over several envelopes",
@@ -142,7 +144,7 @@ def _too_many(path: str, count: int, limit: int) -> Violation:
 # (the parent's link, this node's token): a node's pointer, built only when it is refused
 _Link = tuple[Any, str | int] | None
 # what a scan found: (the rule, the link of the offending node, its size, what it is)
-_Found = tuple[str, _Link, int, str]
+_Found = tuple[Rule, _Link, int, str]
 
 
 def _pointer(base: str, link: _Link) -> str:
@@ -160,7 +162,7 @@ def _scan(root: Any, level: int, limits: Limits) -> _Found | None:
     chars = limits.max_string_chars
     kind = type(root)
     if kind is str:
-        return ("string-chars", None, len(root), "a string") if len(root) > chars else None
+        return (STRING_CHARS, None, len(root), "a string") if len(root) > chars else None
     if kind is dict:
         items: Any = root.items()
     elif kind is list:
@@ -168,14 +170,14 @@ def _scan(root: Any, level: int, limits: Limits) -> _Found | None:
     else:
         return None
     if level > limits.max_depth:
-        return ("depth", None, level, "a container")
+        return (DEPTH, None, level, "a container")
     for token, value in items:
         if type(token) is str and len(token) > chars:
-            return ("string-chars", None, len(token), "an object key")
+            return (STRING_CHARS, None, len(token), "an object key")
         kind = type(value)
         if kind is str:
             if len(value) > chars:
-                return ("string-chars", (None, token), len(value), "a string")
+                return (STRING_CHARS, (None, token), len(value), "a string")
         elif kind is dict or kind is list:
             return _walk(root, level, limits)
     return None
@@ -190,15 +192,15 @@ def _walk(root: Any, level: int, limits: Limits) -> _Found | None:
     while stack:
         node, depth, link = pop()
         if depth > max_depth:
-            return ("depth", link, depth, "a container")
+            return (DEPTH, link, depth, "a container")
         items = node.items() if type(node) is dict else enumerate(node)
         for token, value in items:
             if type(token) is str and len(token) > chars:
-                return ("string-chars", link, len(token), "an object key")
+                return (STRING_CHARS, link, len(token), "an object key")
             kind = type(value)
             if kind is str:
                 if len(value) > chars:
-                    return ("string-chars", (link, token), len(value), "a string")
+                    return (STRING_CHARS, (link, token), len(value), "a string")
             elif kind is dict or kind is list:
                 push((value, depth + 1, (link, token)))
     return None
@@ -207,9 +209,9 @@ def _walk(root: Any, level: int, limits: Limits) -> _Found | None:
 def _refuse(found: _Found, base: str, limits: Limits) -> Violation:
     rule, link, size, what = found
     path = _pointer(base, link)
-    if rule == "depth":
+    if rule is DEPTH:
         return _exceeded(
-            "depth",
+            DEPTH,
             path,
             f"{path} nests deeper than {limits.max_depth} levels from the record "
             "(A2UI_STREAM_MAX_DEPTH): flatten the value or split it over several "
@@ -217,7 +219,7 @@ def _refuse(found: _Found, base: str, limits: Limits) -> Violation:
             limit=limits.max_depth,
         )
     return _exceeded(
-        "string-chars",
+        STRING_CHARS,
         path,
         f"{what} at {path or '/'} has {size} characters; the limit is "
         f"{limits.max_string_chars} (A2UI_STREAM_MAX_STRING_CHARS): send a reference to large "
@@ -428,13 +430,12 @@ def _data_model(body: Mapping[str, Any], index: int, limits: Limits) -> Violatio
     if path is not None and "~" in path:
         error = pointer_syntax_error(path)
         if error is not None:
-            return Violation(
-                "envelope_invalid",
-                "data-path",
+            return refuse(
+                DATA_PATH,
                 f"{_MESSAGES}/{index}/updateDataModel/path",
                 f"updateDataModel path {path[:120]!r} is not an RFC 6901 JSON Pointer ({error}): "
                 'write "~" in a key as "~0" and "/" as "~1"',
-                {"rule": "data-path"},
+                {"rule": DATA_PATH.id},
             )
     if "value" not in body:
         return None
@@ -490,7 +491,7 @@ def _check_children(
             height[node] = tall
             if tall + 1 > limit:  # an inner component has a parent above it
                 return _exceeded(
-                    "children-depth",
+                    CHILDREN_DEPTH,
                     _where(node, messages, start, end),
                     f"the children chain through component {node[:80]!r} is at least "
                     f"{tall + 1} components deep; the limit is {limit} "

@@ -1,8 +1,9 @@
 """Wire-shape rules: the admission record, the AI envelope and the two ``ui.a2ui-surface``
 payload branches (openwop-a2ui.md §1-§4), checked against our own schema documents.
 
-Pure: imports the standard library, ``jsonschema_rs`` and ``app.core.refusal`` only. The schema
-documents come in as arguments (``PayloadRules.from_documents``); nothing here reads a file.
+Pure: imports the standard library, ``jsonschema_rs``, ``app.core.refusal`` and
+``app.core.rules`` only. The schema documents come in as arguments
+(``PayloadRules.from_documents``); nothing here reads a file.
 
 Hot path: every check is one compiled ``jsonschema_rs`` validity test. Only an invalid value pays
 for the Python diagnosis, which names the excluded affordance and the security invariant it
@@ -20,6 +21,7 @@ from typing import Any, Final
 import jsonschema_rs
 
 from app.core.refusal import Violation
+from app.core.rules import BRANCH, CATALOG_VERSION, ENVELOPE_SHAPE, refuse
 
 __all__ = [
     "EXCLUSIONS",
@@ -307,14 +309,13 @@ class PayloadRules:
         version = payload.get("catalogVersion")
         if isinstance(version, str) and version not in self._catalog_versions:
             # ai-envelope.md §"A2UI surfaces": the enum IS the supported set; refuse, never guess.
-            return Violation(
-                "unknown_schema_version",
-                "catalog-version",
+            return refuse(
+                CATALOG_VERSION,
                 _PAYLOAD + "/catalogVersion",
                 f"catalogVersion {_echo(version)} is not supported "
                 f"(supported: {', '.join(self._catalog_versions)})",
                 {
-                    "rule": "catalog-version",
+                    "rule": CATALOG_VERSION.id,
                     "catalogVersion": version[:_MAX_ECHO],
                     "supported": list(self._catalog_versions),
                 },
@@ -605,9 +606,7 @@ def _looks_v2(payload: dict[str, Any]) -> bool:
 
 
 def _shape(path: str, message: str) -> Violation:
-    return Violation(
-        "validation_error", "envelope-shape", path, message, {"rule": "envelope-shape"}
-    )
+    return refuse(ENVELOPE_SHAPE, path, message, {"rule": ENVELOPE_SHAPE.id})
 
 
 def _shape_from(validator: Any, instance: Any, base: str) -> Violation:
@@ -619,7 +618,7 @@ def _shape_from(validator: Any, instance: Any, base: str) -> Violation:
 
 
 def _branch(path: str, message: str, **details: Any) -> Violation:
-    return Violation("envelope_invalid", "branch", path, message, {"rule": "branch", **details})
+    return refuse(BRANCH, path, message, {"rule": BRANCH.id, **details})
 
 
 def _branch_from(validator: Any, instance: Any, base: str = _PAYLOAD) -> Violation:
@@ -635,16 +634,14 @@ def _excluded(
 ) -> Violation:
     exclusion = EXCLUSIONS[affordance]
     details: dict[str, Any] = {
-        "rule": "branch",
+        "rule": BRANCH.id,
         "affordance": affordance,
         "invariant": exclusion.invariant,
         "reason": exclusion.reason,
     }
     if component_id is not None:
         details["componentId"] = component_id
-    return Violation(
-        "envelope_invalid", "branch", path, f"{message} ({exclusion.invariant})", details
-    )
+    return refuse(BRANCH, path, f"{message} ({exclusion.invariant})", details)
 
 
 def _component_error(

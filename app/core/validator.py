@@ -41,6 +41,7 @@ from app.core.keys import log_key, partition_for_run
 from app.core.policy import HostPolicy
 from app.core.redaction import Secrets, prepare
 from app.core.refusal import Violation
+from app.core.rules import COMMAND_GATEWAY, ENCODE, RECORD_PARTITION, RECORD_SHAPE, RUN_LIVE, refuse
 from app.core.run_lifecycle import TERMINAL_STATUSES
 from app.core.run_state import RunState
 
@@ -193,9 +194,8 @@ def validate(
     if run_id is not None and partition_for_run(run_id, partitions) != source.partition:
         # Co-partitioning (docs/topics.md): a run's records must arrive on the partition the
         # default partitioner gives its runId, or its order against its own log is lost.
-        wrong = Violation(
-            "record_key_mismatch",
-            "record-partition",
+        wrong = refuse(
+            RECORD_PARTITION,
             "/runId",
             f"run {run_id!r} belongs on partition {partition_for_run(run_id, partitions)}, "
             f"not {source.partition}: publish with key=runId and the default partitioner",
@@ -207,33 +207,30 @@ def validate(
     record = intake.record
     if isinstance(record, dict) and "command" in record:
         if "envelope" in record:  # exactly one of the two shapes (issue 14 item 9)
-            both = Violation(
-                "validation_error",
-                "record-shape",
+            both = refuse(
+                RECORD_SHAPE,
                 "",
                 "an admission record is {runId, envelope} (an AI envelope) or {runId, command} "
                 "(a host command), never both: send them as two records",
-                {"rule": "record-shape"},
+                {"rule": RECORD_SHAPE.id},
             )
             return _reject(both, source, now, policy, run_id, correlation_id, lineage)
         if run_id is not None:
             if not sealed_by(policy.command_key, source.value or b"", source.headers):
-                forged = Violation(
-                    "forbidden",
-                    "command-gateway",
+                forged = refuse(
+                    COMMAND_GATEWAY,
                     "/command",
                     "a host command is accepted only from an a2ui-stream HTTP gateway of this "
                     f"deployment (the {SEAL_HEADER} header, sealed with A2UI_STREAM_GATEWAY_KEY): "
                     "use the HTTP API; if a worker sent it, give every worker the same key",
-                    {"rule": "command-gateway"},
+                    {"rule": COMMAND_GATEWAY.id},
                 )
                 return _reject(forged, source, now, policy, run_id, None, lineage)
             return _command(record, state, source, now, policy, run_id, fetched)
     if state is not None and state.lifecycle.status in TERMINAL_STATUSES:
         # §13: an envelope for a run that ended is refused (run_terminal), recording nothing.
-        ended = Violation(
-            "run_terminal",
-            "run-live",
+        ended = refuse(
+            RUN_LIVE,
             "/runId",
             f"run {run_id!r} is {state.lifecycle.status}: it takes no more envelopes",
             {"runStatus": state.lifecycle.status},
@@ -285,9 +282,7 @@ def _command(
         try:
             value = orjson.dumps(event)
         except orjson.JSONEncodeError as exc:  # copied events were encodable once: ours
-            problem = Violation(
-                "record_unrecordable", "encode", "/command", f"cannot encode: {exc}"
-            )
+            problem = refuse(ENCODE, "/command", f"cannot encode: {exc}")
             return _reject(problem, source, now, policy, run_id, None, lineage)
         current = apply(current, event)
         records.append((event["sequence"], log_key(run_id, event["sequence"]), value))

@@ -41,7 +41,7 @@ from app.core.intake import Intake, read_admission
 from app.core.keys import run_of_log_key
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
-from app.core.refusal import Violation
+from app.core.rules import RECORD_WRITE, refuse
 from app.core.run_snapshot import (
     CHECKPOINT_KEY,
     Checkpoint,
@@ -360,9 +360,8 @@ def plan_unrecordable(
     partition. ``error`` names the broker's refusal (a type name, never its text)."""
     secrets = letter_secrets(policy, None, record.key)
     letter = dead_letter(
-        Violation(
-            "record_unrecordable",
-            "record-write",
+        refuse(
+            RECORD_WRITE,
             "",
             f"the outcome of this record could not be written to Kafka ({error}); "
             "its bytes are not kept, their sha256 and size are",

@@ -41,6 +41,7 @@ from app.core.admission import Admitted, decide
 from app.core.examples import rfc0209_positive_payload
 from app.core.policy import HostPolicy
 from app.core.refusal import Violation
+from app.core.rules import BRANCH, ENVELOPE_SHAPE, Rule, refuse
 from app.core.run_state import RunState
 from app.shell.bench_output import baseline_missing, emit
 
@@ -204,17 +205,17 @@ class JsonschemaRules:
         self._v2 = cls(documents["a2ui-surface-v2-profile"], format_checker=fmt)
 
     @staticmethod
-    def _verdict(ok: bool, code: str) -> Violation | None:
-        return None if ok else Violation(code, "branch", "/envelope/payload", "invalid")
+    def _verdict(ok: bool, rule: Rule, path: str) -> Violation | None:
+        return None if ok else refuse(rule, path, "invalid")
 
     def check_record(self, record: Any) -> Violation | None:
-        return self._verdict(self._record.is_valid(record), "validation_error")
+        return self._verdict(self._record.is_valid(record), ENVELOPE_SHAPE, "")
 
     def check_v1(self, payload: Any) -> Violation | None:
-        return self._verdict(self._v1.is_valid(payload), "envelope_invalid")
+        return self._verdict(self._v1.is_valid(payload), BRANCH, "/envelope/payload")
 
     def check_v2(self, payload: Any) -> Violation | None:
-        return self._verdict(self._v2.is_valid(payload), "envelope_invalid")
+        return self._verdict(self._v2.is_valid(payload), BRANCH, "/envelope/payload")
 
 
 class _NoSchemaChecks:

@@ -43,6 +43,7 @@ from app.core.http_errors import HttpError
 from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
 from app.core.policy import SURFACE_KIND, HostPolicy
 from app.core.refusal import Violation
+from app.core.rules import RECORD_JSON, RECORD_SHAPE, RECORD_UTF8, refuse, rule_of
 from app.core.run_state import RunState
 from app.shell.errors import OperatorError
 from app.shell.settings import admission_limits, floor_and_strictness, load_secrets
@@ -120,9 +121,8 @@ def _floor(text: str) -> int:
 
 def _not_json(line: int | None, refusal: Violation) -> Violation:
     where = f"line {line}" if line is not None else "the input"
-    return Violation(
-        "record_not_json",
-        "record-json",
+    return refuse(
+        RECORD_JSON,
         "",
         f"{where}: {refusal.message}; write one admission record {{runId, envelope}} per line",
         {"line": line} if line is not None else {},
@@ -131,9 +131,8 @@ def _not_json(line: int | None, refusal: Violation) -> Violation:
 
 def _not_utf8(line: int | None) -> Violation:
     where = f"line {line}" if line is not None else "the input"
-    return Violation(
-        "record_not_utf8",
-        "record-utf8",
+    return refuse(
+        RECORD_UTF8,
         "",
         f"{where} is not valid UTF-8; encode admission records as UTF-8 JSON",
         {"line": line} if line is not None else {},
@@ -183,14 +182,13 @@ def _envelope_record(raw: bytes, run_id: str, max_bytes: int) -> Any:
     its bytes (app.core.http_admission), through intake: the record, or the Violation."""
     built = envelope_request(run_id, raw, max_record_bytes=max_bytes)
     if isinstance(built, HttpError):
+        # The endpoint's refusal, carried in its error's details (rule, pointer and our code:
+        # app.core.http_admission.violation_response); a body that is no envelope names none.
         details = dict(built.body.get("details") or {})
-        return Violation(
-            str(details.pop("refusal", "validation_error")),
-            str(details.pop("rule", "record-shape")),
-            str(details.pop("pointer", "")),
-            str(built.body["message"]),
-            details,
-        )
+        rule = rule_of(str(details.pop("rule", RECORD_SHAPE.id)))
+        code = str(details.pop("refusal", rule.code))
+        pointer = str(details.pop("pointer", ""))
+        return refuse(rule, pointer, str(built.body["message"]), details, code=code)
     return _intake(built.record, max_bytes)
 
 
@@ -222,9 +220,9 @@ def read_inputs(
         found = take(raw)
         # a line that is not UTF-8 or not JSON at all: say which line (intake's other refusals,
         # size and ambiguity, are the worker's as they are)
-        if isinstance(found, Violation) and found.rule == "record-utf8":
+        if isinstance(found, Violation) and found.rule == RECORD_UTF8.id:
             found = _not_utf8(number)
-        elif isinstance(found, Violation) and found.rule == "record-json":
+        elif isinstance(found, Violation) and found.rule == RECORD_JSON.id:
             found = _not_json(number, found)
         inputs.append((number, found))
     return inputs

@@ -1,0 +1,219 @@
+"""The rule registry (app.core.rules) against every refusal app/ can build, by a static scan.
+
+Every ``Violation(...)`` in app/ either carries the rule of an existing violation (its
+``rule`` argument is ``<violation>.rule``: a step that moves the pointer or rewords the
+message) or is ``refuse``'s own, in app/core/rules.py, from a registry entry (``rule.id``).
+``refuse`` takes a ``Rule`` (mypy), never a string; no ``Rule(...)`` is built outside the
+registry; no rule id is written as a string literal where a refusal's rule is named or read
+(``"rule": "..."`` in details, ``x.rule == "..."``). So a rule named by a free string fails
+here, and every id on the wire is registered. The other way round: every entry is used.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from app.core import rules
+from app.core.refusal import CODES, Violation
+from app.core.rules import RULES, Rule, refuse, rule_of
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "app"
+REGISTRY = APP / "core" / "rules.py"
+APP_FILES = sorted(p for p in APP.rglob("*.py") if "viewer_dist" not in p.parts)
+
+# Rule ids written as literals on purpose, with the reason.
+LITERAL_RULES_ALLOWED = {
+    # The HTTP request guards (host-loopback, origin, content-type) answer HttpErrors with
+    # HTTP codes (forbidden, unsupported_media_type) before any admission: not refusals of a
+    # record, never dead letters, and outside app.core.refusal CODES.
+    APP / "core" / "http_guard.py",
+}
+
+_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")  # the grammar of a rule id
+
+# The module-level Rule constants of the registry, by name.
+CONSTANTS = {name: value for name, value in vars(rules).items() if isinstance(value, Rule)}
+
+
+def _rule_argument(call: ast.Call) -> ast.expr | None:
+    if len(call.args) >= 2:
+        return call.args[1]
+    return next((k.value for k in call.keywords if k.arg == "rule"), None)
+
+
+def _called(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _text(node: ast.expr | None) -> str | None:
+    """The string a literal holds, or None when ``node`` is not a string literal."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _is_text(node: ast.expr | None) -> bool:
+    return _text(node) is not None
+
+
+def _is_rule_read(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "rule"
+
+
+def free_rules(path: Path) -> list[str]:
+    """Where ``path`` names a refusal's rule other than through the registry."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    literals_ok = path in LITERAL_RULES_ALLOWED
+    found: list[str] = []
+    for node in ast.walk(tree):
+        where = f"{path.name}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Call) and _called(node) == "Violation":
+            rule = _rule_argument(node)
+            carried = rule is not None and _is_rule_read(rule)
+            built = (
+                path == REGISTRY
+                and isinstance(rule, ast.Attribute)
+                and rule.attr == "id"
+                and isinstance(rule.value, ast.Name)
+                and rule.value.id == "rule"
+            )
+            if not (carried or built):
+                shown = "?" if rule is None else ast.unparse(rule)
+                found.append(f"{where}: Violation(..., {shown}, ...): use rules.refuse(RULE, ...)")
+        elif isinstance(node, ast.Call) and _called(node) == "Rule" and path != REGISTRY:
+            found.append(f"{where}: Rule(...) outside the registry")
+        elif isinstance(node, ast.Call) and _called(node) in ("refuse", "rule_of"):
+            first = node.args[0] if node.args else None
+            if first is None or _is_text(first):
+                found.append(f"{where}: {_called(node)}() of a string: use the registry constant")
+        if literals_ok:
+            continue
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if _text(key) == "rule" and _is_text(value):
+                    found.append(f"{where}: details {{'rule': {ast.unparse(value)}}}: use RULE.id")
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_is_rule_read(s) for s in sides) and any(_is_text(s) for s in sides):
+                found.append(f"{where}: {ast.unparse(node)}: compare with RULE.id")
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "rule"
+            and any(_ID.fullmatch(_text(a) or "") for a in node.args[1:])
+        ):
+            found.append(f"{where}: {ast.unparse(node)}: a rule id as a literal default")
+    return found
+
+
+def used_constants(path: Path) -> set[str]:
+    """The registry constants ``path`` refers to (imported by name, or as ``rules.X``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    by_alias: dict[str, str] = {}
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "app.core.rules":
+            by_alias.update({a.asname or a.name: a.name for a in node.names})
+        elif isinstance(node, ast.ImportFrom) and node.module == "app.core":
+            modules.update(a.asname or a.name for a in node.names if a.name == "rules")
+    used: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in by_alias:
+            used.add(by_alias[node.id])
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+        ):
+            used.add(node.attr)
+    return used & set(CONSTANTS)
+
+
+def test_rules_scan_covers_the_refusal_builders() -> None:
+    names = {p.relative_to(APP).as_posix() for p in APP_FILES}
+    assert {"core/rules.py", "core/intake.py", "core/admission.py", "shell/check_command.py"} <= (
+        names
+    )
+
+
+@pytest.mark.parametrize("path", APP_FILES, ids=lambda p: p.relative_to(APP).as_posix())
+def test_rules_every_refusal_names_a_registered_rule(path: Path) -> None:
+    assert free_rules(path) == []
+
+
+def test_rules_scan_catches_free_strings(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from app.core.refusal import Violation\n"
+        "a = Violation('validation_error', 'free-rule', '', 'm')\n"
+        "b = Violation(code='envelope_invalid', rule='other', path='', message='m')\n"
+        "c = refuse('free-rule', '', 'm')\n"
+        "d = Rule('x', 'validation_error', 'step', 'ours', 'advice')\n"
+        "e = {'rule': 'free-rule'}\n"
+        "f = v.rule == 'record-json'\n"
+        "g = details.pop('rule', 'record-shape')\n"
+        "h = rule_of('record-json')\n"
+        "i = Violation(v.code, v.rule, '/x', v.message)\n",  # carried: fine
+        encoding="utf-8",
+    )
+    problems = free_rules(bad)
+    assert len(problems) == 8, problems
+    assert not any(":10:" in p for p in problems), problems
+
+
+def test_rules_every_entry_is_used_in_app() -> None:
+    used: set[str] = set()
+    for path in APP_FILES:
+        if path != REGISTRY:
+            used |= used_constants(path)
+    assert sorted(set(CONSTANTS) - used) == []
+
+
+def test_rules_registry_is_the_constants() -> None:
+    assert list(RULES) == [rule.id for rule in RULES.values()]
+    assert {id(rule) for rule in RULES.values()} == {id(rule) for rule in CONSTANTS.values()}
+    assert set(CONSTANTS) <= set(rules.__all__)
+    for name, rule in CONSTANTS.items():  # the constant is the id, spelled as a name
+        assert name == rule.id.upper().replace("-", "_")
+
+
+@pytest.mark.parametrize("rule", list(RULES.values()), ids=lambda r: r.id)
+def test_rules_entry_is_complete(rule: Rule) -> None:
+    assert _ID.fullmatch(rule.id)
+    assert rule.code in CODES
+    assert set(rule.also) <= CODES
+    assert rule.code not in rule.also
+    assert rule.step and rule.advice and "\n" not in rule.advice
+    assert rule.spec == "ours" or re.match(r"(openwop-a2ui|a2ui-v09)\.md §\d", rule.spec)
+
+
+def test_rules_refuse_takes_the_code_from_the_entry() -> None:
+    made = refuse(rules.FOLD, "/envelope/payload/messages/0", "m", {"index": 0})
+    assert made == Violation(
+        "envelope_invalid", "fold", "/envelope/payload/messages/0", "m", {"index": 0}
+    )
+    assert refuse(rules.RECORD_BYTES, "", "m").details == {}
+    other = refuse(rules.INTERRUPT_PENDING, "/n", "m", code="interrupt_already_resolved")
+    assert other.code == "interrupt_already_resolved"
+    with pytest.raises(ValueError, match="does not refuse with"):
+        refuse(rules.FOLD, "", "m", code="validation_error")
+
+
+def test_rules_unknown_code_or_id_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="unregistered refusal code"):
+        Rule("x", "no_such_code", "step", "ours", "advice")
+    with pytest.raises(ValueError, match="registered twice"):
+        rules._rule("fold", "envelope_invalid", "fold", "ours", "advice")
+    assert len(RULES) == len(CONSTANTS)
+    with pytest.raises(KeyError):
+        rule_of("no-such-rule")
+    assert rule_of("record-json") is rules.RECORD_JSON
