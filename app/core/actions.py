@@ -8,7 +8,8 @@ it checks, against the surface as the log materializes it (app.core.surfaces):
 1. ``action-confinement``: the name is ``resume`` or ``exchange`` (a2ui-action-confinement);
 2. ``surface-live``: the surface exists and is not deleted (``not_found``);
 3. ``surface-final``: its last envelope is not a partial chunk (E1);
-4. ``surface-trust``: it is trusted (§7: ``forbidden`` / untrusted_content_blocks_approval);
+4. ``untrusted-blocks-approval``: it is trusted (§7: ``forbidden`` /
+   untrusted_content_blocks_approval; the rule the validator's re-check names too);
 5. ``component-button``: the source component is a v2 ``Button`` / v1 ``action.button`` whose
    action name (v2 ``action.event.name``, v1 ``action.target``) is the submitted name;
 6. ``context-path``: the context resolves against the surface's data model. v2 with a declared
@@ -37,7 +38,7 @@ from app.core.rules import (
     CONTEXT_PATH,
     SURFACE_FINAL,
     SURFACE_LIVE,
-    SURFACE_TRUST,
+    UNTRUSTED_BLOCKS_APPROVAL,
     Rule,
     refuse,
 )
@@ -139,7 +140,7 @@ def check_action(surface: Surface | None, submission: Any) -> dict[str, Any] | V
         return _refuse(SURFACE_FINAL, "/surfaceId", "the surface is not final yet (E1)")
     if surface.trust != "trusted":
         return refuse(
-            SURFACE_TRUST,
+            UNTRUSTED_BLOCKS_APPROVAL,
             "/surfaceId",
             "untrusted_content_blocks_approval: the surface carries untrusted content",
             {"reason": "untrusted_content_blocks_approval"},

@@ -77,7 +77,6 @@ __all__ = [
     "SURFACE_FINAL",
     "SURFACE_ID_EQUALITY",
     "SURFACE_LIVE",
-    "SURFACE_TRUST",
     "SURFACE_UNCHANGED",
     "UNTRUSTED_BLOCKS_APPROVAL",
     "Rule",
@@ -285,12 +284,8 @@ INTERRUPT_PENDING: Final = _rule(
     "resolve an interrupt that is pending; 409 means another resolve came first",
     also=("interrupt_already_resolved",),
 )
-SURFACE_TRUST: Final = _rule(
-    "surface-trust", "forbidden", "action", "openwop-a2ui.md §7",
-    "an untrusted surface never drives an action: emit a trusted surface",
-)
 UNTRUSTED_BLOCKS_APPROVAL: Final = _rule(
-    "untrusted-blocks-approval", "forbidden", "host command", "openwop-a2ui.md §7",
+    "untrusted-blocks-approval", "forbidden", "host command, action", "openwop-a2ui.md §7",
     "an untrusted surface never drives an approval or action: emit a trusted surface",
 )
 ACTION_CONFINEMENT: Final = _rule(

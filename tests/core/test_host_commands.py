@@ -369,6 +369,8 @@ def test_check_action_on_a_partial_deleted_or_untrusted_surface() -> None:
     assert not isinstance(partial, dict) and partial.rule == "surface-final"
     assert not isinstance(deleted, dict) and deleted.code == "not_found"
     assert not isinstance(tainted, dict) and tainted.code == "forbidden"
+    # the rule the validator's re-check names (app.core.host_commands); before: surface-trust
+    assert tainted.rule == "untrusted-blocks-approval"
     assert check_action(None, submit).code == "not_found"  # type: ignore[union-attr]
 
 
