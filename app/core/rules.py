@@ -281,7 +281,7 @@ FORK_SOURCE: Final = _rule(
 )
 INTERRUPT_PENDING: Final = _rule(
     "interrupt-pending", "not_found", "host command", "openwop-a2ui.md §9 (Interrupt resolve)",
-    "resolve an interrupt that is pending; 409 means another resolve came first",
+    "resolve a pending interrupt (404: none pending; 409: resolved concurrently, or run ended)",
     also=("interrupt_already_resolved",),
 )
 UNTRUSTED_BLOCKS_APPROVAL: Final = _rule(
