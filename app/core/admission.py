@@ -27,8 +27,12 @@ in the v2 reference host" and the normative list):
                       the limits (a secret's marker can outgrow a maxLength) -> envelope_invalid
      then trust normalization, sticky taint, record (``fold.apply``).
 
-A refusal records nothing and leaves the state untouched (§5 (7)). ``run_terminal`` is not
-modelled: run lifecycle is not part of this state (docs/admission.md).
+A refusal records nothing and leaves the state untouched (§5 (7)). ``run_terminal`` (the
+reference host's first step) is decided before this table, not in it: the run state carries
+the run's lifecycle (``RunState.lifecycle``, folded from its host events), and the validator
+(app.core.validator.validate) refuses an envelope for a cancelled, completed or failed run
+with ``run_terminal``, rule ``run-live``, before it calls ``decide``; a host command on such a
+run is refused by app.core.host_commands. ``decide`` itself does not read the status.
 
 May import: the standard library, orjson and app.core.* (pure). Time and ids come in as
 arguments: ``now`` (RFC 3339) and optionally ``event_id``.
