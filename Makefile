@@ -37,7 +37,7 @@ viewer: ## build the live surface viewer (npm ci && npm run build in viewer/)
 # compiled modules as soon as any of their sources changes (until this runs again).
 CORE_STAMP := app/core/compiled.json
 CORE_SOURCES := $(addprefix app/core/,admission.py children.py cross_field.py fold.py limits.py pmap.py \
-	policy.py redaction.py refusal.py rules.py run_state.py)
+	pointer.py policy.py redaction.py refusal.py rules.py run_state.py)
 
 $(CORE_STAMP): $(CORE_SOURCES) scripts/compile_core.py $(VENV)/.installed
 	$(VENV)/bin/python scripts/compile_core.py

@@ -32,6 +32,7 @@ MODULES = (
     "fold",
     "limits",
     "pmap",
+    "pointer",
     "policy",
     "redaction",
     "refusal",

@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from app.core.limits import DEPTH_CEILING, first_deeper
+from app.core.pointer import join
 from app.core.refusal import Violation
 from app.core.rules import (
     DEPTH,
@@ -259,7 +260,7 @@ def _ambiguity(value: bytes, record: Any) -> Violation | None:
 def _duplicate(record: Any, key: str, pairs: Any) -> Violation:
     target = dict(pairs)
     where = _find(record, lambda node: type(node) is dict and key in node and node == target)
-    path = (where or "") + "/" + key.replace("~", "~0").replace("/", "~1")
+    path = join(where or "", key)
     return refuse(
         RECORD_DUPLICATE_KEY,
         path,
@@ -287,9 +288,7 @@ def _find(root: Any, match: Any) -> str | None:
         if match(node):
             return path
         if type(node) is dict:
-            children = [
-                (v, path + "/" + k.replace("~", "~0").replace("/", "~1")) for k, v in node.items()
-            ]
+            children = [(v, join(path, k)) for k, v in node.items()]
         elif type(node) is list:
             children = [(v, f"{path}/{i}") for i, v in enumerate(node)]
         else:

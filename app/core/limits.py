@@ -23,8 +23,8 @@ resource limit but a malformed value: a cycle (``envelope_invalid``, rule ``chil
 and a malformed pointer (``envelope_invalid``, rule ``data-path``). Paths are RFC 6901 JSON
 Pointers into the admission record.
 
-May import: the standard library, app.core.refusal, app.core.rules and app.core.children
-(pure).
+May import: the standard library, app.core.refusal, app.core.rules, app.core.children and
+app.core.pointer (pure).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from app.core.children import cycle_refusal, locate_component
+from app.core.pointer import escape, join, syntax_error
 from app.core.refusal import Violation
 from app.core.rules import CHILDREN_DEPTH, COMPONENTS, DATA_PATH, DEPTH, STRING_CHARS, Rule, refuse
 
@@ -45,7 +46,6 @@ __all__ = [
     "check_envelope",
     "first_deeper",
     "plainly_within",
-    "pointer_syntax_error",
 ]
 
 # orjson encodes at most 254 nested levels and the recorded event puts the envelope one level
@@ -120,11 +120,6 @@ class Limits:
 # --- refusals ------------------------------------------------------------------------------------
 
 
-def _escape(token: str | int) -> str:
-    """One RFC 6901 reference token (§3: ``~`` as ``~0``, ``/`` as ``~1``)."""
-    return str(token).replace("~", "~0").replace("/", "~1")
-
-
 def _exceeded(rule: Rule, path: str, message: str, **details: Any) -> Violation:
     return refuse(rule, path, message, {"rule": rule.id, **details})
 
@@ -152,7 +147,7 @@ def _pointer(base: str, link: _Link) -> str:
     while link is not None:
         link, token = link
         tokens.append(token)
-    return base + "".join("/" + _escape(t) for t in reversed(tokens))
+    return join(base, *reversed(tokens))
 
 
 def _scan(root: Any, level: int, limits: Limits) -> _Found | None:
@@ -419,7 +414,7 @@ def _context_arrays(components: list[Any], index: int, limits: Limits) -> Violat
                 if found is not None:
                     base = (
                         f"{_MESSAGES}/{index}/updateComponents/components/{position}"
-                        f"/action/event/context/{_escape(name)}"
+                        f"/action/event/context/{escape(name)}"
                     )
                     return _refuse(found, base, limits)
     return None
@@ -428,7 +423,7 @@ def _context_arrays(components: list[Any], index: int, limits: Limits) -> Violat
 def _data_model(body: Mapping[str, Any], index: int, limits: Limits) -> Violation | None:
     path = body.get("path")
     if path is not None and "~" in path:
-        error = pointer_syntax_error(path)
+        error = syntax_error(path)
         if error is not None:
             return refuse(
                 DATA_PATH,
@@ -443,17 +438,6 @@ def _data_model(body: Mapping[str, Any], index: int, limits: Limits) -> Violatio
     if found is None:
         return None
     return _refuse(found, f"{_MESSAGES}/{index}/updateDataModel/value", limits)
-
-
-def pointer_syntax_error(pointer: str) -> str | None:
-    """Why ``pointer`` breaks RFC 6901 §3 (``~`` must be followed by ``0`` or ``1``), or None.
-    A reader that took ``~2`` literally and one that refused it would disagree on the key."""
-    start = pointer.find("~")
-    while start != -1:
-        if pointer[start + 1 : start + 2] not in ("0", "1"):
-            return f'"~" at character {start} is not followed by 0 or 1'
-        start = pointer.find("~", start + 2)
-    return None
 
 
 # --- the children graph --------------------------------------------------------------------------

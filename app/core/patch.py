@@ -16,7 +16,7 @@ The applier raises ``PatchError`` (a ``ValueError``) for every invalid patch: a 
 over untrusted input that signals "this frame is unusable"; the subscriber turns it into a
 ``ResyncNeeded`` value (STYLE rule 3: the exception never crosses the core's API as a crash).
 
-May import: the standard library and orjson.
+May import: the standard library, orjson and app.core.pointer (pure).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from typing import Any
 
 import orjson
 
+from app.core.pointer import PointerError, escape, parse
+
 __all__ = [
     "PatchError",
-    "escape",
-    "pointer",
     "parse_pointer",
     "json_equal",
     "diff",
@@ -53,45 +53,16 @@ class PatchError(ValueError):
         self.index = index
 
 
-# --- RFC 6901 pointers --------------------------------------------------------------------------
-
-
-def escape(token: str | int) -> str:
-    """One RFC 6901 reference token (§3/§4: ``~`` as ``~0`` first, then ``/`` as ``~1``)."""
-    text = str(token)
-    if "~" in text:
-        text = text.replace("~", "~0")
-    if "/" in text:
-        text = text.replace("/", "~1")
-    return text
-
-
-def pointer(*tokens: str | int) -> str:
-    """The JSON Pointer for ``tokens`` (``pointer()`` is ``""``, the whole document)."""
-    return "".join("/" + escape(t) for t in tokens)
+# --- RFC 6901 pointers (app.core.pointer) -------------------------------------------------------
 
 
 def parse_pointer(path: Any) -> list[str]:
-    """RFC 6901 §3/§4: ``""`` is the root, otherwise ``/``-separated tokens, each unescaped
-    ``~1`` -> ``/`` then ``~0`` -> ``~``. A ``~`` followed by anything else is an error."""
-    if not isinstance(path, str):
-        raise PatchError(f"a path is a string, not {type(path).__name__}")
-    if path == "":
-        return []
-    if path[0] != "/":
-        raise PatchError(f"path {path!r} does not start with '/'")
-    tokens = path[1:].split("/")
-    if "~" not in path:
-        return tokens
-    out = []
-    for token in tokens:
-        if "~" in token:
-            check = token.replace("~0", "").replace("~1", "")
-            if "~" in check:
-                raise PatchError(f"path {path!r}: '~' must be followed by 0 or 1 (RFC 6901 §3)")
-            token = token.replace("~1", "/").replace("~0", "~")
-        out.append(token)
-    return out
+    """``app.core.pointer.parse``, refusing as the applier does: a ``PatchError`` with the
+    same message (RFC 6902 §5: a malformed pointer makes the whole patch fail)."""
+    try:
+        return parse(path)
+    except PointerError as exc:
+        raise PatchError(str(exc)) from None
 
 
 def _index(token: str, length: int, *, allow_end: bool, path: str) -> int:

@@ -1,8 +1,8 @@
 """Wire-shape rules: the admission record, the AI envelope and the two ``ui.a2ui-surface``
 payload branches (openwop-a2ui.md §1-§4), checked against our own schema documents.
 
-Pure: imports the standard library, ``jsonschema_rs``, ``app.core.refusal`` and
-``app.core.rules`` only. The schema documents come in as arguments
+Pure: imports the standard library, ``jsonschema_rs``, ``app.core.pointer``,
+``app.core.refusal`` and ``app.core.rules`` only. The schema documents come in as arguments
 (``PayloadRules.from_documents``); nothing here reads a file.
 
 Hot path: every check is one compiled ``jsonschema_rs`` validity test. Only an invalid value pays
@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import jsonschema_rs
 
+from app.core.pointer import join
 from app.core.refusal import Violation
 from app.core.rules import BRANCH, CATALOG_VERSION, ENVELOPE_SHAPE, refuse
 
@@ -97,15 +98,6 @@ _MAX_ECHO: Final = 80  # characters of a producer's value echoed back in a messa
 # ---------------------------------------------------------------------------------------------
 # Small pure helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def _escape(token: str | int) -> str:
-    """One RFC 6901 reference token (§3: ``~`` as ``~0``, ``/`` as ``~1``)."""
-    return str(token).replace("~", "~0").replace("/", "~1")
-
-
-def _join(base: str, *tokens: str | int) -> str:
-    return base + "".join("/" + _escape(t) for t in tokens)
 
 
 def _echo(value: Any) -> str:
@@ -187,12 +179,12 @@ def _describe(error: Any, base: str, relative: bool = False) -> tuple[str, str]:
     kind = error.kind
     if isinstance(kind, jsonschema_rs.ValidationErrorKind.Required):
         missing = kind.property
-        return _join(base, *tokens, missing), f'required property "{missing}" is missing'
+        return join(base, *tokens, missing), f'required property "{missing}" is missing'
     if isinstance(kind, jsonschema_rs.ValidationErrorKind.AdditionalProperties):
         name = str(kind.unexpected[0])
-        return _join(base, *tokens, name), f'property "{name}" is not allowed (closed object)'
-    path = _join(base, *tokens)
-    where = (_join("", *tokens) if relative else path) or "/"
+        return join(base, *tokens, name), f'property "{name}" is not allowed (closed object)'
+    path = join(base, *tokens)
+    where = (join("", *tokens) if relative else path) or "/"
     return path, _truncate(f"{where}: {error.message}")
 
 
@@ -348,7 +340,7 @@ class PayloadRules:
             extra = [key for key in action if key != "target"]
             if extra:  # a URL or endpoint beside the target breaks confinement (rule 2)
                 return _excluded(
-                    _join(path, "action", extra[0]),
+                    join(path, "action", extra[0]),
                     "action-target",
                     index,
                     f"{label} action has {_echo(extra[0])}: only a target is allowed",
@@ -356,7 +348,7 @@ class PayloadRules:
             target = action.get("target")
             if target not in _ALLOWED_EVENT_NAMES:
                 return _excluded(
-                    _join(path, "action", "target"),
+                    join(path, "action", "target"),
                     "action-target",
                     index,
                     f"{label} action target {_echo(target)} is not resume or exchange",
@@ -407,7 +399,7 @@ class PayloadRules:
         extra = [key for key in message if key != "version" and key not in _V2_KINDS]
         if extra:
             return _excluded(
-                _join(path, extra[0]),
+                join(path, extra[0]),
                 "extra-property",
                 None,
                 f"message {index} has property {_echo(extra[0])}: a message is "
@@ -422,7 +414,7 @@ class PayloadRules:
             )
         kind = kinds[0]
         body = message[kind]
-        body_path = _join(path, kind)
+        body_path = join(path, kind)
         if kind == "createSurface" and isinstance(body, dict):
             found_violation = self._diagnose_create(body, body_path)
             if found_violation is not None:
@@ -437,20 +429,20 @@ class PayloadRules:
         theme = body.get("theme")
         if isinstance(theme, dict) and "iconUrl" in theme:
             return _excluded(
-                _join(path, "theme", "iconUrl"),
+                join(path, "theme", "iconUrl"),
                 "iconUrl",
                 None,
                 "createSurface theme.iconUrl: excluded",
             )
         if "sendDataModel" in body:
             return _excluded(
-                _join(path, "sendDataModel"),
+                join(path, "sendDataModel"),
                 "sendDataModel",
                 None,
                 "createSurface sendDataModel: excluded",
             )
         if "catalogId" in body and body["catalogId"] != self._catalog_id:
-            return self._foreign_catalog(_join(path, "catalogId"), body["catalogId"])
+            return self._foreign_catalog(join(path, "catalogId"), body["catalogId"])
         return None
 
     def _diagnose_components(self, components: Any, path: str) -> Violation | None:
@@ -458,7 +450,7 @@ class PayloadRules:
             return None  # the generic message names the type or maxItems
         for index, component in enumerate(components):
             if not self._v2_defs["component"].is_valid(component):
-                return self._diagnose_component(component, _join(path, "components", index), index)
+                return self._diagnose_component(component, join(path, "components", index), index)
         return None
 
     def _diagnose_component(self, component: Any, path: str, index: int) -> Violation:
@@ -481,7 +473,7 @@ class PayloadRules:
         found = _affordance(component, name, label, who)
         if found is not None:
             affordance, tokens, message = found
-            return _excluded(_join(path, *tokens), affordance, ident, message)
+            return _excluded(join(path, *tokens), affordance, ident, message)
         return _component_error(
             self._v2_defs[self._v2_components[name]], component, path, f"{who} {name}", ident
         )
@@ -653,7 +645,7 @@ def _component_error(
     if isinstance(error.kind, jsonschema_rs.ValidationErrorKind.AdditionalProperties):
         name = str(error.kind.unexpected[0])
         return _excluded(
-            _join(path, *error.instance_path, name),
+            join(path, *error.instance_path, name),
             "extra-property",
             ident,
             f"{label} has property {_echo(name)}: not in the profile",

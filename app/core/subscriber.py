@@ -66,8 +66,9 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from app.core.frames import DIGEST_PATTERN, surface_digest
-from app.core.patch import PatchError, apply_patch, parse_pointer, pointer
+from app.core.patch import PatchError, apply_patch
 from app.core.pmap import PMap
+from app.core.pointer import PointerError, join, parse
 from app.core.refusal import Violation
 from app.core.surfaces import V1_SURFACE_ID
 
@@ -297,14 +298,14 @@ def _v2_shape(content: Any) -> tuple[str, str] | None:
         return "", f"a v2 surface has exactly {sorted(expected)} (materialized-surface schema)"
     for name in ("surfaceId", "catalogId"):
         if not isinstance(content[name], str):
-            return pointer(name), "surfaceId and catalogId are strings"
+            return join("", name), "surfaceId and catalogId are strings"
     for name in ("theme", "components"):
         if not isinstance(content[name], dict):
-            return pointer(name), "theme and components are objects"
+            return join("", name), "theme and components are objects"
     for cid, component in content["components"].items():
         if not isinstance(component, dict) or component.get("id") != cid:
-            return pointer(
-                "components", cid
+            return join(
+                "", "components", cid
             ), f"component {cid[:80]!r} is not an object with that id"
     return None
 
@@ -318,8 +319,8 @@ def _rule(violation: Violation) -> str:
 
 def _tokens(path: str) -> list[str]:
     try:
-        tokens = parse_pointer(path)
-    except PatchError:
+        tokens = parse(path)
+    except PointerError:
         return []
     return tokens[2:] if tokens[:2] == _PAYLOAD_PREFIX else []
 
@@ -329,20 +330,20 @@ def _v2_pointer(path: str, payload: int, ids: list[str]) -> str:
     payload number ``payload`` (message 0 is createSurface, then chunks of components)."""
     tokens = _tokens(path)
     if tokens[:1] in (["surfaceId"], ["catalogId"]):
-        return pointer(tokens[0])
+        return join("", tokens[0])
     if len(tokens) < 2 or tokens[0] != "messages" or not tokens[1].isdigit():
         return ""
     message, inner = payload * _MAX_MESSAGES + int(tokens[1]), tokens[2:]
     if message == 0:
-        return pointer(*inner[1:]) if inner[:1] == ["createSurface"] else ""
+        return join("", *inner[1:]) if inner[:1] == ["createSurface"] else ""
     if len(inner) < 3 or inner[:2] != ["updateComponents", "components"]:
-        return pointer("components")
+        return join("", "components")
     if not inner[2].isdigit():
-        return pointer("components")
+        return join("", "components")
     index = (message - 1) * _MAX_COMPONENTS_PER_MESSAGE + int(inner[2])
     if index >= len(ids):
-        return pointer("components")
-    return pointer("components", ids[index], *inner[3:])
+        return join("", "components")
+    return join("", "components", ids[index], *inner[3:])
 
 
 def surface_problem(
@@ -354,7 +355,7 @@ def surface_problem(
     if version == 1:
         violation = rules.check_v1(content)
         if violation is not None:
-            where = pointer(*_tokens(violation.path))
+            where = join("", *_tokens(violation.path))
             return SurfaceProblem(
                 _rule(violation), where, f"v1 surface invalid: {violation.message}"
             )

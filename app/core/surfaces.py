@@ -52,6 +52,7 @@ from typing import Any, Literal, NamedTuple
 
 from app.core.fold import is_v2_body
 from app.core.pmap import PMap
+from app.core.pointer import unescape
 from app.core.policy import SURFACE_KIND
 from app.core.run_state import FoldStatus
 
@@ -275,12 +276,13 @@ def _upsert(
 
 def parse_data_path(path: Any) -> list[str]:
     """An ``updateDataModel`` path as tokens: absent, ``""`` and ``"/"`` are the root (a2ui-v09
-    §5); otherwise an RFC 6901 pointer (``~1`` -> ``/``, ``~0`` -> ``~``)."""
+    §5); otherwise an RFC 6901 pointer (``~1`` -> ``/``, ``~0`` -> ``~``), read leniently: no
+    leading ``/`` needed, and a ``~`` followed by anything else is kept as it is."""
     if path is None or path in ("", "/"):
         return []
     text = str(path)
     tokens = (text[1:] if text.startswith("/") else text).split("/")
-    return [t.replace("~1", "/").replace("~0", "~") if "~" in t else t for t in tokens]
+    return [unescape(t) for t in tokens]
 
 
 def _update_data(

@@ -20,8 +20,9 @@ from app.core import limits as limits_module
 from app.core.admission import Admitted, decide
 from app.core.fold import apply
 from app.core.keys import partition_for_run
-from app.core.limits import DEPTH_CEILING, Limits, first_deeper, pointer_syntax_error
+from app.core.limits import DEPTH_CEILING, Limits, first_deeper
 from app.core.patch import apply_patch, diff
+from app.core.pointer import syntax_error
 from app.core.policy import SURFACE_KIND, HostPolicy
 from app.core.refusal import CODES
 from app.core.run_state import RunState
@@ -387,7 +388,7 @@ def test_a_huge_schema_version_is_refused_without_crashing_the_dead_letter() -> 
 )
 def test_data_model_paths_decode_per_rfc6901(path: str, tokens: list[str]) -> None:
     assert parse_data_path(path) == tokens
-    assert pointer_syntax_error(path) is None
+    assert syntax_error(path) is None
 
 
 def test_escaped_paths_and_keys_reach_the_materialized_surface_unharmed() -> None:
