@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from pathlib import Path
 
 import orjson
@@ -28,6 +29,7 @@ from tests.integration.pipeline_kit import (
     envelope,
     expected_outcomes,
     observe,
+    observe_settled,
     publish,
     wait_for_outcomes,
 )
@@ -37,6 +39,25 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 def _admission(settings: Settings) -> str:
     return next(s.name for s in desired_for(settings) if s.id == "admission")
+
+
+async def _both_own_partitions(
+    first: WorkerProcess, second: WorkerProcess, partitions: int, timeout: float = 120
+) -> None:
+    """Wait (bounded) until the group has split the admission partitions between the two
+    workers: each has restored a share, and together they hold all of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        mine, theirs = await asyncio.gather(
+            asyncio.to_thread(first.partitions), asyncio.to_thread(second.partitions)
+        )
+        if mine and theirs and len(set(mine) | set(theirs)) == partitions:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"no split after {timeout:.0f}s: w1 {mine}, w2 {theirs}\n{second.tail()}"
+            )
+        await asyncio.sleep(0.2)
 
 
 async def test_every_record_has_exactly_one_outcome(
@@ -115,6 +136,7 @@ async def test_crash_safety_under_sigkill(
     worker.start()
     rng = random.Random(11)
     kills = 0
+    published_at = -1  # kills when the last record had been published
 
     async def killer() -> None:
         nonlocal kills
@@ -127,17 +149,26 @@ async def test_crash_safety_under_sigkill(
     chaos = asyncio.create_task(killer())
     try:
         await publish(broker.bootstrap, _admission(settings), records, pace=0.05)
-        # Keep killing while the backlog drains, then let the last incarnation finish.
-        await asyncio.sleep(12)
+        published_at = kills
+        # Keep killing while the backlog drains (two more kills after the last record was
+        # published), then let the last incarnation finish.
+        deadline = time.monotonic() + 120
+        while kills < published_at + 2:
+            assert time.monotonic() < deadline, f"{kills - published_at} kills after publishing"
+            await asyncio.sleep(0.2)
         chaos.cancel()
-        observed = await wait_for_outcomes(broker, settings, total, timeout=400, workers=[worker])
-        await asyncio.sleep(2)  # a duplicate would surface now; the accounting would catch it
-        observed = await observe(broker, settings)
+        await wait_for_outcomes(broker, settings, total, timeout=400, workers=[worker])
+        # Every published record decided and committed, no transaction left open: any
+        # duplicate is in this read, and the accounting would catch it.
+        observed = await observe_settled(broker, settings, workers=[worker])
     finally:
         chaos.cancel()
         worker.stop()
     assert kills >= 2, "the test must actually kill the worker"
-    print(f"SIGKILLs: {kills}; " + account(records, expected, observed))
+    print(
+        f"SIGKILLs: {kills} ({kills - published_at} after publishing); "
+        + account(records, expected, observed)
+    )
 
 
 async def test_two_workers_keep_per_run_order_across_a_rebalance(
@@ -155,7 +186,8 @@ async def test_two_workers_keep_per_run_order_across_a_rebalance(
         await publish(broker.bootstrap, _admission(settings), records[:half])
         second.start()  # joins the group: partitions move between workers mid-stream
         await publish(broker.bootstrap, _admission(settings), records[half:], pace=0.2)
-        await asyncio.sleep(3)
+        # The second has joined: the group split the partitions between the two workers.
+        await _both_own_partitions(first, second, settings.partitions)
         first.stop()  # and back again: everything moves to the second worker
         observed = await wait_for_outcomes(
             broker, settings, total, timeout=240, workers=[first, second]

@@ -20,7 +20,7 @@ from tests.integration.pipeline_kit import (
     apply_topics,
     corpus,
     expected_outcomes,
-    observe,
+    observe_settled,
     publish,
     wait_for_outcomes,
 )
@@ -84,8 +84,9 @@ async def test_a_restart_restores_from_the_changelog_and_decides_on(
             timeout=180,
             workers=[worker],
         )
-        await asyncio.sleep(2)  # a duplicate would surface now; the accounting would catch it
-        print(account(records, expected, await observe(broker, settings)))
+        # Every published record decided and committed, no transaction left open: any
+        # duplicate is in this read, and the accounting would catch it.
+        print(account(records, expected, await observe_settled(broker, settings, workers=[worker])))
         # `state rebuild` refuses while a worker runs, rewrites the changelog once they stop,
         # and a worker restores from what it wrote.
         refused = cli(broker, settings, "state", "rebuild", "--yes")
