@@ -18,9 +18,10 @@ Shell module (it reads the clock, the schema files and randomness). Three parts:
   ``jsonpatch.make_patch`` is known to produce patches that do not apply;
 - fan-out: one update to 1, 100 and 1,000 subscribers (all delta and in sync, then all full),
   as the projector sends it: ``frames.plan`` (plan + encode) and then one awaited
-  ``producer.send`` per frame, keyed ``runId/surfaceId``, to the subscriber's own topic (the
-  subscriber-topic template of topics/; at most ``FANOUT_TOPICS`` topics, subscriber ``i`` on
-  topic ``i % FANOUT_TOPICS``, created for the bench and deleted after it). The per-subscriber
+  ``projector_loop.send_frame`` per frame, keyed ``runId/surfaceId``, to the subscriber's own
+  topic (the subscriber-topic template of topics/; at most ``FANOUT_TOPICS`` topics,
+  subscriber ``i`` on topic ``i % FANOUT_TOPICS``, created for the bench and deleted after
+  it). The per-subscriber
   figure is plan + send; the time until every frame is acknowledged is beside it. Before
   (until issue 16): plan + encode only, no produce. The produce needs a broker (the harness
   picks it: ``KAFKA_BOOTSTRAP``, else one it starts); ``--no-produce`` measures the plan only.
@@ -435,9 +436,11 @@ def measure_fanout(changes: list[SurfaceChange]) -> list[dict[str, Any]]:
 async def measure_fanout_produced(
     changes: list[SurfaceChange], bootstrap: str, topics: list[str]
 ) -> list[dict[str, Any]]:
-    """``measure_fanout`` with the sends: plan, then one awaited ``producer.send`` per frame
-    (as ``ProjectorLoop._send`` does), then wait for every acknowledgement."""
+    """``measure_fanout`` with the sends: plan, then one awaited send per frame through
+    ``send_frame``, as ``ProjectorLoop._send`` does, then wait for every acknowledgement."""
     from aiokafka import AIOKafkaProducer
+
+    from app.shell.projector_loop import send_frame
 
     old_change, change = changes[-2], changes[-1]
     key = f"{change.key.run_id}/{change.key.surface_id}".encode()
@@ -446,9 +449,10 @@ async def measure_fanout_produced(
     )
     await producer.start()
     rows = []
+    partitions: dict[str, int | None] = {}  # the projector's per-topic answer (send_frame)
     try:
         for topic in topics:  # metadata before the clock
-            await (await producer.send(topic, b"warm-up", key=key))
+            await (await send_frame(producer, topic, b"warm-up", key, None, partitions))
         for count in FANOUT:
             for mode in ("delta", "full"):
                 subs = [Subscription(f"s{i}", delta=mode == "delta") for i in range(count)]
@@ -461,7 +465,9 @@ async def measure_fanout_produced(
                     result = plan(change, pairs)
                     t1 = time.perf_counter_ns()
                     futures = [
-                        await producer.send(where[send.subscriber_id], send.frame, key=key)
+                        await send_frame(
+                            producer, where[send.subscriber_id], send.frame, key, None, partitions
+                        )
                         for send in result.sends
                     ]
                     t2, c2 = time.perf_counter_ns(), time.process_time_ns()
@@ -625,7 +631,7 @@ def _table(result: dict[str, Any]) -> str:
         lines += [
             "",
             "fan-out of one update as the projector sends it: plan + encode, then one awaited "
-            f"producer.send per frame ({result['broker']}), µs; acked: until every frame is",
+            f"send_frame per frame ({result['broker']}), µs; acked: until every frame is",
         ]
         head = (
             f"{'subscribers':>11} {'mode':>6} {'topics':>6} {'plan':>9} {'send':>9} "

@@ -174,6 +174,7 @@ class ProjectorLoop:
         self.rebuilt: Counter[str] = Counter()  # runs rebuilt, by where their events came from
         self.registry: Registry = {}
         self.topics_ready: set[str] = set()
+        self.frame_partitions: dict[str, int | None] = {}  # send_frame's per-topic answer
         self.sent: Counter[str] = Counter()
         self.fallbacks: Counter[str] = Counter()
         self.resyncs_answered = 0
@@ -562,10 +563,14 @@ class ProjectorLoop:
         topic = await self._subscriber_topic(record.subscriber_id)
         self.sent[record.kind] += 1
         self.digest_checks += record.reason == "digest"
-        future: asyncio.Future[Any] = await self.producer.send(
-            topic, record.value, key=record.key, headers=list(record.headers) or None
+        return await send_frame(
+            self.producer,
+            topic,
+            record.value,
+            record.key,
+            list(record.headers) or None,
+            self.frame_partitions,
         )
-        return future
 
     async def _send_all(self, records: Iterable[FrameRecord], *, say: bool = False) -> None:
         """Send ``records`` and wait for the broker. A frame the broker refuses (e.g. over the
@@ -808,6 +813,29 @@ class ProjectorLoop:
             f'a2ui_frames_failed_total{{error="{e}"}} {n}' for e, n in sorted(self.failed.items())
         ]
         return lines
+
+
+async def send_frame(
+    producer: Any,
+    topic: str,
+    value: bytes,
+    key: bytes,
+    headers: list[tuple[str, bytes]] | None,
+    partitions: dict[str, int | None],
+) -> asyncio.Future[Any]:
+    """One frame to a subscriber topic, keyed ``runId/surfaceId`` (the future of its
+    acknowledgement). A topic of one partition (the subscriber template's) is sent to
+    partition 0 outright: aiokafka's default partitioner hashes every key in Python to find
+    the only partition there is (murmur2: 5.2 µs a frame, measured, of a send's 12-36 µs).
+    ``partitions``: the answer per topic, asked of the producer's metadata once; a topic of
+    more partitions keeps the key's partition (None)."""
+    if topic not in partitions:
+        found = await producer.partitions_for(topic)
+        partitions[topic] = 0 if len(found) == 1 else None
+    future: asyncio.Future[Any] = await producer.send(
+        topic, value, key=key, headers=headers, partition=partitions[topic]
+    )
+    return future
 
 
 async def _tail(  # type: ignore[no-untyped-def]

@@ -57,7 +57,13 @@ class Producer:
 
     async def stop(self) -> None: ...
 
-    async def send(self, topic: str, value: bytes, *, key: bytes, headers: Any = None) -> Any:
+    async def partitions_for(self, topic: str) -> set[int]:
+        return {0}
+
+    async def send(
+        self, topic: str, value: bytes, *, key: bytes, headers: Any = None, partition: Any = None
+    ) -> Any:
+        assert partition in (0, None)
         self.kafka.append(topic, 0, key, value, headers or [])
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         future.set_result(None)
