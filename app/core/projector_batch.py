@@ -184,38 +184,30 @@ def needed_runs(batch: Batch, cached: Container[str], registry: Registry) -> dic
     return needs
 
 
-def _followed(batch: Batch, registry: Registry) -> dict[str, bool]:
-    """Whether anyone in ``registry`` follows each run of the batch."""
-    return {
-        event["runId"]: bool(subscribers_for(registry, event["runId"]))
-        for decoded in batch.partitions.values()
-        for _offset, event in decoded.events
-    }
-
-
-def _unavailable(
+def _followed(
     batch: Batch,
-    followed: Mapping[str, bool],
+    registry: Registry,
     cache: Mapping[str, Cached],
     rebuilt: Mapping[str, RunSurfaces],
-) -> bool:
-    """A followed run the batch folds that is neither cached nor rebuilt nor new: someone
-    began to follow it after ``needed_runs`` was asked."""
-    seen: set[str] = set()
+) -> dict[str, bool] | None:
+    """Whether anyone in ``registry`` follows each run of the batch (asked once per run), or
+    None when a followed run is neither cached nor rebuilt nor new: someone began to follow it
+    after ``needed_runs`` was asked."""
+    followed: dict[str, bool] = {}
     for decoded in batch.partitions.values():
         for _offset, event in decoded.events:
             run_id = event["runId"]
-            if run_id in seen:
+            if run_id in followed:
                 continue
-            seen.add(run_id)
+            followed[run_id] = bool(subscribers_for(registry, run_id))
             if (
                 followed[run_id]
                 and event["sequence"] > 0
                 and run_id not in cache
                 and run_id not in rebuilt
             ):
-                return True
-    return False
+                return None
+    return followed
 
 
 @dataclass(slots=True)
@@ -260,8 +252,8 @@ def plan_batch(
     in all; ``rebuilt``: the ``needed_runs`` as they were before the batch; ``positions``: the
     next offset to fold of each owned partition; ``gathered``/``generation``: the loop's
     generation when the batch was fetched and now."""
-    followed = _followed(batch, registry)
-    if gathered != generation or _unavailable(batch, followed, cache, rebuilt):
+    followed = _followed(batch, registry, cache, rebuilt) if gathered == generation else None
+    if followed is None:
         return Refetch({p: positions[p] for p in batch.fetched if p in positions})
     staged = _Staged()
     commits: dict[int, int] = {}

@@ -1076,6 +1076,18 @@ async def cpu_windows(
     }
 
 
+async def cpu_phase(
+    bench: Bench, window: int, args: argparse.Namespace, label: list[str], who: str
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A phase's CPU windows: as fast as the workers decide, then (``--cpu-rate``) offered
+    at that rate, about 20 s each (None without a rate)."""
+    drained = await cpu_windows(bench, window, args.cpu_windows, label, who)
+    if args.cpu_rate <= 0:
+        return drained, None
+    paced = max(1000, min(window, int(args.cpu_rate * 20)))
+    return drained, await cpu_windows(bench, paced, args.cpu_windows, label, who, args.cpu_rate)
+
+
 async def two_workers(bench: Bench, second: Worker) -> dict[str, Any]:
     """Phase 4: ``second`` joins; time until the partitions are split and it serves."""
     await bench.sync()
@@ -1172,29 +1184,14 @@ async def measure_design(
             label[0] = f"[{design.name}] restart {n + 1}/{args.restarts + 1}"
             restarts.append(await restart(bench, first, graceful=n == args.restarts))
         window = max(1000, min(50_000, bench.envelopes // 10))
-        paced_window = max(1000, min(window, int(args.cpu_rate * 20)))  # about 20 s each
-        one_cpu = await cpu_windows(bench, window, args.cpu_windows, label, "one worker")
-        one_paced = (
-            await cpu_windows(
-                bench, paced_window, args.cpu_windows, label, "one worker", args.cpu_rate
-            )
-            if args.cpu_rate > 0
-            else None
-        )
+        one_cpu, one_paced = await cpu_phase(bench, window, args, label, "one worker")
         alone = await bench.snapshot(first)
         label[0] = f"[{design.name}] two workers"
         joined = await two_workers(bench, second)
         snaps = [await bench.snapshot(w) for w in bench.workers]
         split_state = bench.expected()
         owned = {s["worker"]: s["partitions"] for s in snaps}
-        two_cpu = await cpu_windows(bench, window, args.cpu_windows, label, "two workers")
-        two_paced = (
-            await cpu_windows(
-                bench, paced_window, args.cpu_windows, label, "two workers", args.cpu_rate
-            )
-            if args.cpu_rate > 0
-            else None
-        )
+        two_cpu, two_paced = await cpu_phase(bench, window, args, label, "two workers")
         label[0] = f"[{design.name}] reads"
         read = await reads(bench, owned, args.reads, args.read_rounds)
         again = []

@@ -179,10 +179,11 @@ class RunIndex:
         self._cached_bytes = 0
         self._consumer: AIOKafkaConsumer | None = None
         self._appended: AIOKafkaConsumer | None = None  # read_uncommitted: high watermarks
-        self._pending: list[tuple[str, frozenset[int]]] = []  # assignment changes to apply
         # What the group assigned last (set at once by assigned/revoked): the truth that
-        # _apply_changes converges the tail to, also across the awaits it makes meanwhile.
+        # _apply_changes converges the tail to, also across the awaits it makes meanwhile;
+        # ``_changed``: it moved since the tail last converged.
         self._wanted: set[int] = set()
+        self._changed = False
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()  # set (and replaced) after every fetch round
         self._targets: dict[int, int] = {}  # log end offset to reach before a partition is ready
@@ -197,7 +198,7 @@ class RunIndex:
     def assigned(self, partitions: frozenset[int]) -> None:
         if partitions:
             self._wanted |= partitions
-            self._pending.append(("assign", partitions))
+            self._changed = True
             self._wake.set()
 
     def revoked(self, partitions: frozenset[int]) -> None:
@@ -216,7 +217,7 @@ class RunIndex:
                 self._uncache(run_id)
                 self._live.pop(run_id, None)
                 run.notify()
-        self._pending.append(("revoke", partitions))
+        self._changed = True
         self._wake.set()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -272,7 +273,7 @@ class RunIndex:
         assert consumer is not None
         while not stopping.is_set():
             try:
-                if self._pending:
+                if self._changed:
                     await self._apply_changes(consumer)
                 if not self.owned:
                     self._wake.clear()
@@ -294,7 +295,7 @@ class RunIndex:
         """Tail what the group assigned last (``_wanted``). A change that comes while this
         awaits the broker (the rebalance listener runs beside the tail) is respected: a
         partition revoked meanwhile is not tailed, one assigned again is applied next round."""
-        self._pending = []
+        self._changed = False
         for partition in set(self._log_next) - self._wanted:
             self._log_next.pop(partition, None)
             self._dead_next.pop(partition, None)

@@ -72,7 +72,7 @@ async def test_an_assignment_after_a_revoke_is_applied(tmp_path: Path) -> None:
 
     consumer = _Consumer(during)
     await index._apply_changes(consumer)  # type: ignore[arg-type]
-    if index._pending:
+    if index._changed:
         await index._apply_changes(consumer)  # type: ignore[arg-type]
     assert index.owned == {1, 2}
     assert {tp.partition for tp in consumer.assignment} == {1, 2}
