@@ -17,10 +17,10 @@ Kinds of pass:
   same run wrote (same partitions, keys, headers) and the outcome is the projector group's
   committed offset reaching each partition's end;
 - ``passthrough`` (CEILING a): ``--workers`` processes that consume the admission topic in a
-  group and, per partition, produce each record to the log in a transaction with its offsets
-  (one transactional producer per partition, ``send_offsets_to_transaction``, commit; batches
-  gathered as the validator gathers them), with no decision: the validator's transaction
-  pattern at no decision cost;
+  group and, per partition, produce each record to the log in a transaction (one
+  transactional producer per partition, batches sent closed, ``send_offsets_to_transaction``
+  once per commit interval as the validator does, commit; batches gathered as the validator
+  gathers them), with no decision: the validator's transaction pattern at no decision cost;
 - ``raw`` (CEILING b): the same records produced without transactions to the admission topic
   and consumed back (``read_uncommitted``) by the bench itself.
 
@@ -70,7 +70,7 @@ from app.shell.broker import Broker, _free_port, start_broker
 from app.shell.kafka_io import group_consumer, read_topic
 from app.shell.settings import Settings, load_settings
 from app.shell.topics_admin import desired_for, ensure_topics
-from app.shell.validator_loop import SOURCE_HEADER
+from app.shell.validator_loop import SOURCE_HEADER, ValidatorConfig
 
 __all__ = ["Options", "measure", "passthrough", "register", "table"]
 
@@ -81,6 +81,9 @@ DEFAULT_ROLES = "validator,projector"
 PASSTHROUGH, RAW = "passthrough", "raw"
 READY_TIMEOUT = 180.0
 MAX_BATCH, BATCH_MS = 5000, 10  # the validator's defaults (ValidatorConfig)
+# a partition's admission offset joins at most one transaction per interval, as the
+# validator's does (``ValidatorLoop._offsets_due``)
+COMMIT_INTERVAL_S = ValidatorConfig.changelog_interval
 _PRODUCER = {"acks": "all", "linger_ms": 5, "max_batch_size": 256 * 1024}
 
 
@@ -143,10 +146,16 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def _pass_batch(
-    producer: AIOKafkaProducer, tp: TopicPartition, records: list[Any], log_topic: str, group: str
+    producer: AIOKafkaProducer,
+    tp: TopicPartition,
+    records: list[Any],
+    log_topic: str,
+    group: str,
+    offsets: bool,
 ) -> None:
     """One partition's batch in one transaction, as ``ValidatorLoop._commit_partition`` does
-    it (appends awaited inside the transaction, then the offsets, then the commit)."""
+    it (appends awaited inside the transaction, then the offsets when ``offsets``: the
+    validator's only once per commit interval, then the commit)."""
     async with producer.transaction():
         futures = []
         builder = producer.create_batch()
@@ -158,9 +167,11 @@ async def _pass_batch(
                 )
                 builder = producer.create_batch()
                 builder.append(key=r.key, value=r.value, timestamp=None, headers=headers)
+        builder.close()  # as the validator does: an open batch waits out linger_ms
         futures.append(await producer.send_batch(builder, log_topic, partition=tp.partition))
         await asyncio.gather(*futures)
-        await producer.send_offsets_to_transaction({tp: records[-1].offset + 1}, group)
+        if offsets:
+            await producer.send_offsets_to_transaction({tp: records[-1].offset + 1}, group)
 
 
 async def passthrough(
@@ -204,6 +215,7 @@ async def passthrough(
     consumer.subscribe([admission], listener=Listener())
     await consumer.start()
     loop = asyncio.get_running_loop()
+    offsets_at: dict[int, float] = {}  # partition -> when a transaction last carried offsets
     try:
         while not stopping.is_set():
             deadline = loop.time() + BATCH_MS / 1000
@@ -223,9 +235,23 @@ async def passthrough(
                     if tp.partition not in producers:  # revoked meanwhile: not ours to move
                         with contextlib.suppress(Exception):
                             consumer.seek(tp, records[0].offset)
+                now = loop.time()
+                due = {
+                    tp.partition
+                    for tp in batch
+                    if now - offsets_at.get(tp.partition, float("-inf")) >= COMMIT_INTERVAL_S
+                }
+                offsets_at.update((p, now) for p in due)
                 await asyncio.gather(
                     *(
-                        _pass_batch(producers[tp.partition], tp, records, log_topic, group)
+                        _pass_batch(
+                            producers[tp.partition],
+                            tp,
+                            records,
+                            log_topic,
+                            group,
+                            tp.partition in due,
+                        )
                         for tp, records in batch.items()
                         if tp.partition in producers
                     )
@@ -941,8 +967,8 @@ what each figure means:
                          committed offsets reach the log's end.
   ceiling a              the same records through --workers processes that move each admission
                          record to the log in the validator's transaction pattern (per-partition
-                         transactional producer, send_offsets_to_transaction, commit), with no
-                         decision: what transactions alone allow here.
+                         transactional producer, the offsets once per commit interval, commit),
+                         with no decision: what transactions alone allow here.
   ceiling b              the same records produced without transactions and consumed back.
   pipeline / ceiling     a pass over the ceiling's pass of the same round (interleaved rounds,
                          fresh topics of the same layout and partition count each pass).

@@ -51,6 +51,9 @@ class MemoryKafka:
         self.init_gates: dict[str, asyncio.Event] = {}  # transactional id -> held until set
         self.inits: list[str] = []  # transactional ids, in the order they were initialized
         self.refuse: dict[str, int] = {}  # topic -> the next batches sent there that fail
+        # batches sent still open: aiokafka holds such a batch for the producer's linger_ms
+        self.open_batches_sent = 0
+        self.offset_commits = 0  # transactions that carried offsets (send_offsets_to_transaction)
 
     def append(
         self,
@@ -132,17 +135,24 @@ class _Builder:
         self.limit = limit
         self.records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
         self.size = 0
+        self.closed = False
 
     def append(
         self, *, key: bytes | None, value: bytes | None, timestamp: Any, headers: Any
     ) -> Any:
         assert isinstance(headers, list)  # aiokafka's builder takes nothing else
+        if self.closed:
+            return None
         size = len(value or b"")
         if self.records and self.size + size > self.limit or size > self.limit:
+            self.closed = True  # as aiokafka's BatchBuilder: a full batch closes itself
             return None
         self.records.append((key, value, headers))
         self.size += size
         return object()
+
+    def close(self) -> None:
+        self.closed = True
 
     def record_count(self) -> int:
         return len(self.records)
@@ -188,6 +198,8 @@ class MemoryProducer:
 
     async def send_batch(self, builder: _Builder, topic: str, *, partition: int) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if not builder.closed:
+            self.kafka.open_batches_sent += 1
         if self.kafka.refuse.get(topic):
             self.kafka.refuse[topic] -= 1
             future.set_exception(ConnectionError("the broker went away"))
@@ -206,6 +218,7 @@ class MemoryProducer:
 
     async def send_offsets_to_transaction(self, offsets: dict[Any, int], group: str) -> None:
         assert self.tid is not None
+        self.kafka.offset_commits += 1
         self.kafka.stage_offsets(self.tid, self.epoch, group, offsets)
 
 
