@@ -76,8 +76,8 @@ async def main() -> None:
     else:
         from aiokafka import TopicPartition
 
-        from app.shell.run_index import RunIndex
-        from app.shell.run_store import RunStore
+        from app.shell.worker.run_index import RunIndex
+        from app.shell.worker.run_store import RunStore
 
         index = RunIndex("unused:9092", "log", "dead", Path(tempfile.mkdtemp()) / "s")
         index._store = RunStore.open(index.store_path, "log")

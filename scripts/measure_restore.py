@@ -24,8 +24,8 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from app.core.policy import HostPolicy
-from app.shell.broker import Broker, BrokerFeatures
-from app.shell.fault_kit import (
+from app.shell.cli.broker import Broker, BrokerFeatures
+from app.devtools.fault_kit import (
     RULES,
     WorkerProcess,
     apply_topics,
@@ -34,10 +34,10 @@ from app.shell.fault_kit import (
     publish,
     wait_for_outcomes,
 )
-from app.shell.metrics import Metrics
+from app.shell.worker.metrics import Metrics
 from app.shell.settings import load_settings
-from app.shell.topics_admin import desired_for
-from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
+from app.shell.worker.topics_admin import desired_for
+from app.shell.worker.validator_loop import ValidatorConfig, ValidatorLoop
 
 
 async def _restore_all(

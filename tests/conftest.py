@@ -1,4 +1,4 @@
-"""Shared fixtures: one broker per test session, picked by the harness (app.shell.broker).
+"""Shared fixtures: one broker per test session, picked by the harness (app.shell.cli.broker).
 
 Broker-feature tests are marked ``needs_compaction`` / ``needs_transactions`` /
 ``needs_durability``. On a broker without the feature they skip with a reason naming it; with
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.shell.broker import FEATURES, Broker, require_kafka, start_broker
+from app.shell.cli.broker import FEATURES, Broker, require_kafka, start_broker
 from app.shell.settings import Settings, load_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-// Build the viewer into ../app/viewer_dist (served by the worker at /ui/; app/shell/viewer.py).
+// Build the viewer into ../app/viewer_dist (served by the worker at /ui/; app/shell/http/viewer.py).
 // One esbuild bundle, no CDN, no web fonts: everything the page loads comes from the worker.
 // `npm run build` (or `make viewer`, which runs `npm ci` first).
 import { build } from 'esbuild';

@@ -1,7 +1,7 @@
 """Which member of a consumer group gets which partition: balanced, and warm where it can be.
 
 Role: a pure decision (issue 15: a worker's cost follows the partitions it owns). Each worker
-keeps a local store of the log partitions it has read (``app.shell.run_store``); a partition it
+keeps a local store of the log partitions it has read (``app.shell.worker.run_store``); a partition it
 is given back resumes from its checkpoint there, any other is read from the log's beginning
 (measured: a worker of two restarted after a SIGKILL was ready in 69 s when the group's
 round-robin order handed it the other worker's partitions, 11-15 s when it got its own back).

@@ -1,7 +1,7 @@
 """Request guards: what a request's head must say before any route handler runs (issue 14).
 
 Role: the decisions the worker's web server applies to every request at one choke point (the
-middleware in app.shell.http_api), as values:
+middleware in app.shell.http.api), as values:
 
 - DNS rebinding. In the laptop mode (auth off) a page on ``evil.example`` whose name the
   attacker re-points at 127.0.0.1 reaches the worker from the developer's browser, but its

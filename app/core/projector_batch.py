@@ -2,7 +2,7 @@
 
 Role: pure decisions over values (the Kafka Streams split between a task's processing and its
 driver; ``app.core.validator_batch`` is the validator's). The shell's projector loop
-(``app.shell.projector_loop``) fetches a batch of log records and:
+(``app.shell.worker.projector_loop``) fetches a batch of log records and:
 
 1. decodes it once (``decode``: the events of the partitions it owns);
 2. asks ``needed_runs`` which runs the batch folds that its cache does not hold, and rebuilds

@@ -2,7 +2,7 @@
 item 3), and the frames answered from it outside a batch (issue 15 item 5).
 
 The projector holds the materialized surfaces of a bounded number of runs (the shell's cache,
-``app.shell.projector_loop``); a run it evicted, or one of a partition it was just given, is
+``app.shell.worker.projector_loop``); a run it evicted, or one of a partition it was just given, is
 rebuilt on demand from the run's recorded events (the read side's store, or the log). A run's
 state is its own ``Projection`` (its surfaces and its head) and its fork lineage, and
 ``rebuild`` is ``reduce(fold, events, empty)``: the same step the live projector takes per

@@ -1,7 +1,7 @@
 """What the live surface viewer's routes decide (issue 9; docs/viewer.md): which built asset
 may be served and as what, the page's security policy, and the recent-runs listing.
 
-Role: pure. The shell (``app.shell.viewer``) reads the run index and the files; the rules are
+Role: pure. The shell (``app.shell.http.viewer``) reads the run index and the files; the rules are
 here. May import: the standard library only.
 """
 

@@ -18,7 +18,8 @@ from typing import Any
 import orjson
 import pytest
 
-from app.shell import bench_admission, check_command
+from app.devtools import bench_admission
+from app.shell.cli import check as check_command
 from tests.core.admission_support import (
     POSITIVE,
     components_msg,

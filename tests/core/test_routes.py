@@ -117,7 +117,7 @@ def test_the_table_is_well_formed() -> None:
 
 def test_every_documented_authenticated_route_says_it_can_be_refused() -> None:
     """The dispatcher answers a bearer route 401 without a known token and 403 when the token
-    lacks the route's right (app.shell.http_api: before any handler), so the OpenAPI document
+    lacks the route's right (app.shell.http.api: before any handler), so the OpenAPI document
     lists both for each (before: GET /runs, GET /ui/api/runs and the v1 acceptor seam had no
     403 although a token without the right gets one)."""
     for route in ROUTES:

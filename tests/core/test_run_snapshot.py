@@ -50,7 +50,7 @@ from app.core.validator_restore import (
     restore_partition,
     tail_runs,
 )
-from app.shell.fault_kit import RULES, corpus
+from app.devtools.fault_kit import RULES, corpus
 from app.shell.schema_files import load_schema_documents
 
 TOPICS = Topics("log", "dead", "resumes", 1, 1_048_576, "state")

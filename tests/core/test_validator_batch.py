@@ -29,7 +29,7 @@ from app.core.validator_batch import (
     source_of,
 )
 from app.core.validator_restore import restore_partition
-from app.shell.fault_kit import RULES, corpus
+from app.devtools.fault_kit import RULES, corpus
 
 PARTITIONS = 3
 TOPICS = Topics("log", "dead", "resumes", PARTITIONS, 1_048_576)

@@ -20,10 +20,10 @@ from aiokafka import AIOKafkaProducer
 
 from app.core.admission import RECORDED_EVENT_SCHEMA_VERSION, event_id_for
 from app.core.keys import log_key, partition_for_run
-from app.shell.broker import require_kafka
+from app.shell.cli.broker import require_kafka
+from app.shell.http.viewer import DIST
 from app.shell.settings import Settings
-from app.shell.topics_admin import desired_for
-from app.shell.viewer import DIST
+from app.shell.worker.topics_admin import desired_for
 
 REPO = Path(__file__).resolve().parents[2]
 VIEWER = REPO / "viewer"

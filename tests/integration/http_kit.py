@@ -19,7 +19,7 @@ from typing import Any
 
 from app.core.examples import BASIC_CATALOG, rfc0209_positive_payload
 from app.core.wire_ids import project_run_id
-from tests.integration.pipeline_kit import WorkerProcess
+from app.devtools.fault_kit import WorkerProcess
 
 TOKEN = "test-token-" + uuid.uuid4().hex
 
@@ -357,7 +357,7 @@ async def publish_raw(
     from aiokafka import AIOKafkaProducer
 
     from app.core.keys import partition_for_run
-    from app.shell.kafka_io import read_topic
+    from app.shell.worker.kafka_io import read_topic
 
     topics = http.get("/health").body["topics"]
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
@@ -387,7 +387,7 @@ async def publish_raw(
 async def owners_of(http: Http, bootstrap: str) -> dict[int, str]:
     """Each claimed partition's advertised URL, from the owners topic as every worker folds it."""
     from app.core.ownership import Owner, apply_owner, decode_owner
-    from app.shell.kafka_io import read_topic
+    from app.shell.worker.kafka_io import read_topic
 
     topic = http.get("/health").body["topics"]["owners"]
     folded: dict[int, Owner] = {}

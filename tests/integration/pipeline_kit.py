@@ -1,7 +1,7 @@
 """Test kit for the pipeline on a real broker: worker processes, a corpus with its expected
 outcomes, publishing, and the accounting that proves nothing was lost or duplicated.
 
-The kit lives in the package (``app.shell.fault_kit``) so that ``a2ui-stream soak`` runs the
+The kit lives in the package (``app.devtools.fault_kit``) so that ``a2ui-stream soak`` runs the
 same code as the tests; this module re-exports it under the names the tests import, and adds
 ``observe_settled``: the read after which no outcome of what was published can still appear.
 
@@ -17,9 +17,8 @@ import time
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from app.shell.broker import Broker
-from app.shell.fault_accounting import committed_offsets
-from app.shell.fault_kit import (
+from app.devtools.fault_accounting import committed_offsets
+from app.devtools.fault_kit import (
     BASIC,
     RULES,
     Expected,
@@ -41,8 +40,9 @@ from app.shell.fault_kit import (
     publish,
     wait_for_outcomes,
 )
+from app.shell.cli.broker import Broker
 from app.shell.settings import Settings
-from app.shell.topics_admin import desired_for
+from app.shell.worker.topics_admin import desired_for
 
 __all__ = [
     "BASIC",

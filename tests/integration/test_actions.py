@@ -17,8 +17,9 @@ from openwop_client.errors import WopError
 from openwop_client.types import CreateRunRequest, ForkRunRequest, ResolveInterruptRequest
 
 from app.core.examples import rfc0209_positive_payload
-from app.shell.broker import Broker
-from app.shell.kafka_io import read_topic
+from app.devtools.fault_kit import WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
+from app.shell.worker.kafka_io import read_topic
 from tests.integration.http_kit import (
     TOKEN,
     Builder,
@@ -32,7 +33,6 @@ from tests.integration.http_kit import (
     v2,
     wait_http,
 )
-from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 from tests.integration.test_http import SEAM_V2, _settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""The validator's and the projector's group assignment (app.shell.assignor) on the harness
+"""The validator's and the projector's group assignment (app.shell.worker.assignor) on the harness
 broker: members say which worker they are and what they hold warm; the group gives each its
 warm partitions back, whatever member ids the broker handed out and whoever leads."""
 
@@ -11,8 +11,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from app.shell.assignor import WarmAssignor, strategies
-from app.shell.kafka_io import group_consumer
+from app.shell.worker.assignor import WarmAssignor, strategies
+from app.shell.worker.kafka_io import group_consumer
 
 pytestmark = pytest.mark.broker
 

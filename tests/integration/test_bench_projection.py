@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from app.core.payload_rules import PayloadRules
-from app.shell import bench_projection as bench
-from app.shell.broker import Broker
+from app.devtools import bench_projection as bench
+from app.shell.cli.broker import Broker
 from app.shell.schema_files import load_schema_documents
 
 pytestmark = [pytest.mark.broker]

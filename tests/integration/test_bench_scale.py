@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.shell import bench_scale as bench
-from app.shell.bench_output import emit
-from app.shell.broker import Broker
+from app.devtools import bench_scale as bench
+from app.devtools.bench_output import emit
+from app.shell.cli.broker import Broker
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

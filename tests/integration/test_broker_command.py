@@ -20,9 +20,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from app.core.topic_plan import TopicSpec
-from app.shell.broker import _free_port, _local_kafka_possible, kafka_jars_dir
-from app.shell.kafka_io import read_topic, started
-from app.shell.topics_admin import ensure_topics
+from app.shell.cli.broker import free_port, kafka_jars_dir, local_kafka_possible
+from app.shell.worker.kafka_io import read_topic, started
+from app.shell.worker.topics_admin import ensure_topics
 
 pytestmark = [pytest.mark.slow]
 
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def _local_kafka() -> None:
-    if not _local_kafka_possible(os.environ) or kafka_jars_dir() is None:
+    if not local_kafka_possible(os.environ) or kafka_jars_dir() is None:
         pytest.skip("needs Java and the Kafka jars in the cache (scripts/fetch-kafka.sh)")
 
 
@@ -122,7 +122,7 @@ def test_a_worker_on_a_fresh_kafka_logs_no_error(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "A2UI_STREAM_"))}
     env.update(
         KAFKA_BOOTSTRAP=started_broker.stdout.strip(),
-        A2UI_STREAM_WEB_PORT=str(_free_port()),
+        A2UI_STREAM_WEB_PORT=str(free_port()),
         A2UI_STREAM_DATA_DIR=str(tmp_path / "data"),
         A2UI_STREAM_HTTP_TOKENS="a-token-for-the-test",
         A2UI_STREAM_FAST_GROUPS="1",

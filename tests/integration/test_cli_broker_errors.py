@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.shell.broker import Broker
+from app.shell.cli.broker import Broker
 
 pytestmark = [pytest.mark.broker]
 
@@ -64,8 +64,8 @@ def test_subscribe_says_what_becomes_of_its_registration(
     import time
     from dataclasses import replace
 
+    from app.devtools.fault_kit import apply_topics
     from app.shell.settings import load_settings
-    from tests.integration.pipeline_kit import apply_topics
 
     unique = uuid.uuid4().hex[:8]
     settings = replace(load_settings({}), topic_prefix=f"sub{unique}.", partitions=1)

@@ -1,5 +1,5 @@
 """The fault suite at CI size (docs/reliability.md): every scenario of
-``app.shell.fault_scenarios`` against a real broker, each ending with its accounting checked
+``app.devtools.fault_scenarios`` against a real broker, each ending with its accounting checked
 against the core oracle and printed: published = admitted + refused + deduplicated, lost 0,
 duplicated 0, mis-ordered 0, no worker crash, and every subscriber's reconstructed surfaces
 equal to the log's materialization. ``a2ui-stream soak`` runs the same scenarios bigger.
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from app.shell.broker import Broker, start_broker
+from app.devtools.fault_scenarios import SCENARIOS, Report
+from app.shell.cli.broker import Broker, start_broker
 from app.shell.errors import BrokerUnavailableError
-from app.shell.fault_scenarios import SCENARIOS, Report
 from tests.conftest import need_feature
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

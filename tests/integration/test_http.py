@@ -24,7 +24,8 @@ from openwop_client.sse import stream_events
 from app.core.patch import apply_patch
 from app.core.payload_rules import PayloadRules
 from app.core.wire_ids import project_run_id
-from app.shell.broker import Broker
+from app.devtools.fault_kit import WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
 from app.shell.schema_files import load_schema_documents
 from app.shell.settings import Settings, load_settings
 from tests.core.projection_support import FULL_SURFACE_V0
@@ -52,7 +53,6 @@ from tests.integration.http_kit import (
     wait_http,
     wait_owned,
 )
-from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

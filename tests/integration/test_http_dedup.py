@@ -15,7 +15,8 @@ from dataclasses import replace
 
 import pytest
 
-from app.shell.broker import Broker
+from app.devtools.fault_kit import WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
 from app.shell.settings import load_settings
 from tests.integration.http_kit import (
     TOKEN,
@@ -27,7 +28,6 @@ from tests.integration.http_kit import (
     v2,
     wait_http,
 )
-from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -14,10 +14,10 @@ from aiokafka import AIOKafkaProducer
 
 from app.core.keys import log_key, partition_for_run
 from app.core.topic_plan import TopicSpec
-from app.shell.broker import Broker
-from app.shell.kafka_io import read_topic
+from app.shell.cli.broker import Broker
 from app.shell.settings import Settings
-from app.shell.topics_admin import desired_for, ensure_topics
+from app.shell.worker.kafka_io import read_topic
+from app.shell.worker.topics_admin import desired_for, ensure_topics
 
 pytestmark = pytest.mark.broker
 

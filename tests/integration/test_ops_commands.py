@@ -21,11 +21,7 @@ from aiokafka import AIOKafkaProducer
 from app.core.keys import partition_for_run, run_of_log_key
 from app.core.ops import run_events
 from app.core.topic_plan import TopicSpec
-from app.shell.broker import Broker
-from app.shell.kafka_io import read_topic
-from app.shell.settings import Settings
-from app.shell.topics_admin import desired_for, ensure_topics
-from tests.integration.pipeline_kit import (
+from app.devtools.fault_kit import (
     Observed,
     Published,
     WorkerProcess,
@@ -37,6 +33,10 @@ from tests.integration.pipeline_kit import (
     publish,
     wait_for_outcomes,
 )
+from app.shell.cli.broker import Broker
+from app.shell.settings import Settings
+from app.shell.worker.kafka_io import read_topic
+from app.shell.worker.topics_admin import desired_for, ensure_topics
 
 pytestmark = pytest.mark.broker
 

@@ -15,10 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.shell.broker import Broker
-from app.shell.settings import Settings
-from app.shell.topics_admin import desired_for
-from tests.integration.pipeline_kit import (
+from app.devtools.fault_kit import (
     Published,
     WorkerProcess,
     account,
@@ -29,10 +26,13 @@ from tests.integration.pipeline_kit import (
     envelope,
     expected_outcomes,
     observe,
-    observe_settled,
     publish,
     wait_for_outcomes,
 )
+from app.shell.cli.broker import Broker
+from app.shell.settings import Settings
+from app.shell.worker.topics_admin import desired_for
+from tests.integration.pipeline_kit import observe_settled
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -270,7 +270,7 @@ async def test_a_record_the_log_will_not_take_is_dead_lettered_and_does_not_stal
 ) -> None:
     from dataclasses import replace as _replace
 
-    from app.shell.topics_admin import ensure_topics
+    from app.shell.worker.topics_admin import ensure_topics
 
     # A log topic that takes at most 20 kB per record: a valid 60 kB envelope is admitted by
     # the core but its recorded event cannot be written. It must not block the records after it.

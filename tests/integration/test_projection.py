@@ -11,11 +11,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from app.core.surfaces import replay
-from app.shell.broker import Broker
-from app.shell.settings import Settings
-from app.shell.subscriber_client import SubscriberClient
-from app.shell.topics_admin import desired_for
-from tests.integration.pipeline_kit import (
+from app.devtools.fault_kit import (
     Published,
     WorkerProcess,
     apply_topics,
@@ -25,6 +21,10 @@ from tests.integration.pipeline_kit import (
     publish,
     wait_for_outcomes,
 )
+from app.shell.cli.broker import Broker
+from app.shell.cli.subscriber_client import SubscriberClient
+from app.shell.settings import Settings
+from app.shell.worker.topics_admin import desired_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

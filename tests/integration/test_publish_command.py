@@ -21,10 +21,10 @@ import orjson
 import pytest
 
 from app.core.examples import rfc0209_positive_payload
-from app.shell.broker import Broker
+from app.devtools.fault_kit import WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
 from app.shell.settings import load_settings
 from tests.integration.http_kit import wait_http
-from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.shell.broker import Broker, _free_port
+from app.shell.cli.broker import Broker, free_port
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -54,7 +54,7 @@ class Up:
 
     def __init__(self, broker: Broker, tmp: Path) -> None:
         unique = uuid.uuid4().hex[:8]
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,

@@ -34,12 +34,12 @@ from aiokafka import AIOKafkaProducer
 
 from app.core.admission import RECORDED_EVENT_SCHEMA_VERSION, event_id_for
 from app.core.keys import log_key, partition_for_run
-from app.shell.broker import Broker
-from app.shell.kafka_io import read_topic
+from app.devtools.fault_kit import BASIC, WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
+from app.shell.cli.subscriber_client import SubscriberClient
 from app.shell.settings import Settings
-from app.shell.subscriber_client import SubscriberClient
-from app.shell.topics_admin import desired_for
-from tests.integration.pipeline_kit import BASIC, WorkerProcess, apply_topics
+from app.shell.worker.kafka_io import read_topic
+from app.shell.worker.topics_admin import desired_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""The read side's tail of the owned partitions (app.shell.run_index) against the harness
+"""The read side's tail of the owned partitions (app.shell.worker.run_index) against the harness
 broker: read-your-writes, restore from the store's checkpoint, and revocation."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from app.core.keys import log_key, partition_for_run
-from app.shell.run_index import PartitionUnsure, RunIndex
 from app.shell.settings import Settings
-from app.shell.topics_admin import desired_for, ensure_topics
+from app.shell.worker.run_index import PartitionUnsure, RunIndex
+from app.shell.worker.topics_admin import desired_for, ensure_topics
 
 pytestmark = pytest.mark.broker
 

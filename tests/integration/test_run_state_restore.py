@@ -11,19 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from app.shell.broker import Broker
-from app.shell.settings import Settings
-from app.shell.topics_admin import desired_for
-from tests.integration.pipeline_kit import (
+from app.devtools.fault_kit import (
     WorkerProcess,
     account,
     apply_topics,
     corpus,
     expected_outcomes,
-    observe_settled,
     publish,
     wait_for_outcomes,
 )
+from app.shell.cli.broker import Broker
+from app.shell.settings import Settings
+from app.shell.worker.topics_admin import desired_for
+from tests.integration.pipeline_kit import observe_settled
 from tests.integration.test_ops_commands import cli
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

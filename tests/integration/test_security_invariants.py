@@ -23,11 +23,11 @@ from aiokafka import AIOKafkaProducer
 
 from app.core.examples import BASIC_CATALOG
 from app.core.keys import partition_for_run
-from app.shell.broker import Broker
-from app.shell.kafka_io import read_topic
-from app.shell.subscriber_client import SubscriberClient
+from app.devtools.fault_kit import WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
+from app.shell.cli.subscriber_client import SubscriberClient
+from app.shell.worker.kafka_io import read_topic
 from tests.integration.http_kit import TOKEN, Builder, Http, read_sse, runs_path, v2, wait_http
-from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 from tests.integration.test_http import SEAM_V2, _settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from app.shell.broker import Broker
+from app.devtools.fault_kit import WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
 from app.shell.settings import load_settings
 from tests.core.projection_support import FULL_SURFACE_V0
 from tests.integration.http_kit import (
@@ -36,7 +37,6 @@ from tests.integration.http_kit import (
     v2,
     wait_http,
 )
-from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -25,7 +25,8 @@ import pytest
 from app.core.principals import RIGHTS
 from app.core.routes import ROUTES, Route
 from app.core.wire_ids import project_run_id
-from app.shell.broker import Broker
+from app.devtools.fault_kit import WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
 from app.shell.settings import Settings, load_settings
 from tests.core.test_http_snapshot import RUN_ID, TENANT_ID, V2_PROPERTIES, V2_REQUIRED, WORKFLOW_ID
 from tests.integration.http_kit import (
@@ -40,7 +41,6 @@ from tests.integration.http_kit import (
     v2,
     wait_http,
 )
-from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from app.shell.broker import Broker
+from app.shell.cli.broker import Broker
 from app.shell.settings import Settings
-from app.shell.topics_admin import desired_for, ensure_topics
+from app.shell.worker.topics_admin import desired_for, ensure_topics
 
 pytestmark = pytest.mark.broker
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.shell.broker import _free_port
+from app.shell.cli.broker import free_port
 from tests.integration.http_kit import non_loopback_address, send_raw
 
 
@@ -66,7 +66,7 @@ def _port_open(bootstrap: str) -> bool:
 
 @pytest.mark.slow
 def test_up_runs_the_embedded_broker_and_a_worker_until_ctrl_c(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    port = _free_port()
+    port = free_port()
     # The README's run command on a laptop: nothing set, the embedded broker by explicit choice
     # (so even under A2UI_STREAM_REQUIRE_KAFKA=1 this is not a fallback).
     env = {

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from app.core.examples import BASIC_CATALOG, rfc0209_positive_payload
-from app.shell.broker import Broker
+from app.devtools.fault_kit import WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
 from app.shell.settings import load_settings
 from tests.integration.browser_kit import (
     REPO,
@@ -34,7 +35,6 @@ from tests.integration.browser_kit import (
     require_browser,
 )
 from tests.integration.http_kit import Builder, Http, runs_path, v2, wait_http
-from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

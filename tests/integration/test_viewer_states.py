@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from app.core.examples import BASIC_CATALOG
-from app.shell.broker import Broker
+from app.devtools.fault_kit import WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
 from app.shell.settings import load_settings
 from tests.integration.browser_kit import BrowserDriver, require_browser
 from tests.integration.http_kit import Builder, Http, runs_path, v2, wait_http
-from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from app.core.wire_ids import project_run_id
-from app.shell.broker import Broker
+from app.devtools.fault_kit import WorkerProcess, apply_topics
+from app.shell.cli.broker import Broker
 from app.shell.settings import load_settings
 from tests.integration.browser_kit import BrowserDriver, require_browser
 from tests.integration.http_kit import TOKEN, Builder, Http, create_msg, runs_path, v2, wait_http
-from tests.integration.pipeline_kit import WorkerProcess, apply_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ import argparse
 import jsonpatch
 
 from app.core.payload_rules import PayloadRules
-from app.shell import bench_projection as bench
+from app.devtools import bench_projection as bench
 from app.shell.schema_files import load_schema_documents
 
 

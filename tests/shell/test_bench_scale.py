@@ -18,9 +18,9 @@ from app.core.keys import partition_for_run
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.run_state import RunState
-from app.shell import bench_scale as bench
-from app.shell.faust_app import _state_metrics
+from app.devtools import bench_scale as bench
 from app.shell.schema_files import load_schema_documents
+from app.shell.worker.faust_app import state_metrics
 
 NOW = "2026-01-01T00:00:00Z"
 
@@ -134,11 +134,11 @@ def test_the_metrics_it_reads() -> None:
 def test_the_state_gauges_count_what_each_loop_holds() -> None:
     validator = SimpleNamespace(partitions={3: SimpleNamespace(held=2), 1: SimpleNamespace(held=0)})
     projector = SimpleNamespace(held=3)  # surfaces in its cache
-    lines = _state_metrics(validator, projector, frozenset({"validator", "projector"}))  # type: ignore[arg-type]
+    lines = state_metrics(validator, projector, frozenset({"validator", "projector"}))  # type: ignore[arg-type]
     metrics = bench.parse_metrics("\n".join(lines))
     assert bench._by_partition(metrics, "a2ui_validator_run_states") == {1: 0.0, 3: 2.0}
     assert metrics["a2ui_projector_surfaces"] == 3
-    only = _state_metrics(validator, projector, frozenset({"projector"}))  # type: ignore[arg-type]
+    only = state_metrics(validator, projector, frozenset({"projector"}))  # type: ignore[arg-type]
     assert not any("a2ui_validator_run_states{" in line for line in only)
 
 

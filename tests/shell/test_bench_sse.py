@@ -9,7 +9,7 @@ import pytest
 
 from app.core.payload_rules import PayloadRules
 from app.core.sse_frames import keep_alive, sse_frame
-from app.shell import bench_sse as bench
+from app.devtools import bench_sse as bench
 from app.shell.schema_files import load_schema_documents
 
 

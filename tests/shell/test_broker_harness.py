@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.shell.broker import BrokerFeatures, start_broker
+from app.shell.cli.broker import BrokerFeatures, start_broker
 from app.shell.errors import OperatorError
 
 

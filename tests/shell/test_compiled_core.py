@@ -16,7 +16,7 @@ import pytest
 import app
 from app.core.admission import Admitted, decide, encode_event
 from app.core.policy import HostPolicy
-from app.shell.fault_kit import RULES, corpus
+from app.devtools.fault_kit import RULES, corpus
 
 REPO = Path(__file__).resolve().parents[2]
 COMPILED = (REPO / "app" / "core" / "compiled.json").exists()
@@ -72,7 +72,7 @@ _DECIDE_ALL = """
 import orjson, sys
 from app.core.admission import Admitted, decide, encode_event
 from app.core.policy import HostPolicy
-from app.shell.fault_kit import RULES, corpus
+from app.devtools.fault_kit import RULES, corpus
 states, out = {}, []
 for rec in corpus(runs=20, per_run=150, seed=5):
     try:

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from app.shell.commands_runtime import _run_config
+from app.shell.cli.runtime import run_config
 from app.shell.settings import shown_value
 
 
@@ -15,7 +15,7 @@ def test_config_masks_the_http_tokens(
 ) -> None:
     monkeypatch.setenv("A2UI_STREAM_HTTP_TOKENS", "tok-alpha-secret, tok-beta-secret")
     monkeypatch.setenv("A2UI_STREAM_SECRETS_FILE", "/etc/a2ui/secrets.json")
-    assert _run_config(argparse.Namespace()) == 0
+    assert run_config(argparse.Namespace()) == 0
     out = capsys.readouterr().out
     assert "tok-alpha-secret" not in out and "tok-beta-secret" not in out
     assert "set, 2 tokens" in out
@@ -26,7 +26,7 @@ def test_config_shows_an_unset_token_list_as_unset(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("A2UI_STREAM_HTTP_TOKENS", raising=False)
-    assert _run_config(argparse.Namespace()) == 0
+    assert run_config(argparse.Namespace()) == 0
     line = next(
         line for line in capsys.readouterr().out.splitlines() if "A2UI_STREAM_HTTP_TOKENS" in line
     )

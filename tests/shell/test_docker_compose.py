@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.shell.broker import APACHE_KAFKA_IMAGE
 from app.shell.cli import build_parser
+from app.shell.cli.broker import APACHE_KAFKA_IMAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The fault suite's accounting (app/shell/fault_accounting.py) catches what it claims to: a
+"""The fault suite's accounting (app/devtools/fault_accounting.py) catches what it claims to: a
 pipeline that loses, doubles, reorders or mis-decides one record is counted, not passed.
 
 No broker: the admission records are built in memory, and the pipeline's "outputs" are the
@@ -13,8 +13,8 @@ import pytest
 
 from app.core.keys import partition_for_run
 from app.core.policy import HostPolicy
-from app.shell.fault_accounting import Accounting, Oracle, Outputs, oracle, sse_delivery, tally
-from app.shell.fault_kit import RULES, corpus
+from app.devtools.fault_accounting import Accounting, Oracle, Outputs, oracle, sse_delivery, tally
+from app.devtools.fault_kit import RULES, corpus
 
 PARTITIONS = 3
 

@@ -22,7 +22,11 @@ from app.core.principals import (
     authorize,
 )
 from app.shell.errors import OperatorError
-from app.shell.principals_file import describe_tokens_file, principals_for, read_principals_file
+from app.shell.http.principals_file import (
+    describe_tokens_file,
+    principals_for,
+    read_principals_file,
+)
 from app.shell.settings import load_settings
 
 TOKEN = "team-a-token-" + "7" * 32

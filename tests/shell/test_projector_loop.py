@@ -1,4 +1,4 @@
-"""The projector loop (app/shell/projector_loop.py) driven with the in-memory Kafka double
+"""The projector loop (app/shell/worker/projector_loop.py) driven with the in-memory Kafka double
 (tests/shell/memory_kafka.py) through its rebalance edges and its bounded cache (issue 15
 item 3): the listener never waits for a restore, a revoked partition's surfaces leave at once,
 and with a cache of one surface every frame and every resync answer is the one the
@@ -15,12 +15,12 @@ import orjson
 import pytest
 from aiokafka import TopicPartition
 
-import app.shell.projector_loop as projector_loop
+import app.shell.worker.projector_loop as projector_loop
 from app.core.keys import log_key, partition_for_run
 from app.core.policy import HostPolicy
 from app.core.subscriptions import register
 from app.core.surfaces import replay
-from app.shell.projector_loop import ProjectorConfig, ProjectorLoop
+from app.shell.worker.projector_loop import ProjectorConfig, ProjectorLoop
 from tests.core.projection_support import column, components, create, data, event, text, v2
 from tests.shell.memory_kafka import MemoryConsumer, MemoryKafka
 

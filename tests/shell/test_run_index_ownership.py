@@ -1,4 +1,4 @@
-"""The read side's ownership edges (app.shell.run_index.RunIndex): assignment changes that
+"""The read side's ownership edges (app.shell.worker.run_index.RunIndex): assignment changes that
 arrive while an earlier one is being applied. The consumer is an in-memory double (its
 ``end_offsets`` is where the tail awaits the broker); the real-broker tests are in
 tests/integration/test_run_index.py."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aiokafka import TopicPartition
 
-from app.shell.run_index import RunIndex
+from app.shell.worker.run_index import RunIndex
 
 LOG, DEAD = "t.runs.log", "t.runs.deadletter"
 

@@ -1,4 +1,4 @@
-"""The read side's store (app.shell.run_store): what it keeps, and that a damaged or stale store
+"""The read side's store (app.shell.worker.run_store): what it keeps, and that a damaged or stale store
 is detected and rebuilt from the log rather than served."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from app.shell.run_store import STALE_MS, RunStore
+from app.shell.worker.run_store import STALE_MS, RunStore
 
 TOPIC = "t.runs.log"
 
@@ -94,7 +94,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from app.shell.run_store import RunStore
+    from app.shell.worker.run_store import RunStore
     store = RunStore.open(Path(sys.argv[1]), "t.runs.log")
     print("open", flush=True)
     batch = 0
@@ -144,7 +144,7 @@ def test_both_local_stores_keep_their_sst_indexes_in_the_block_cache(tmp_path: P
     cache's own pinned bytes after 20,000 writes to each, a flush and some reads: 87 bytes with
     RocksDB's default table options (nothing but the cache's own handles), about 9 KB and more
     with these."""
-    from app.shell.validator_store import ValidatorStore
+    from app.shell.worker.validator_store import ValidatorStore
 
     runs = RunStore.open(tmp_path / "runs", TOPIC)
     states = ValidatorStore.open(tmp_path / "states")

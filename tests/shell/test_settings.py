@@ -71,7 +71,7 @@ def test_auth_on_may_bind_any_address() -> None:
 def test_the_worker_app_refuses_an_exposed_laptop_mode_however_settings_were_made() -> None:
     from dataclasses import replace
 
-    from app.shell.faust_app import create_app
+    from app.shell.worker.faust_app import create_app
 
     exposed = replace(load_settings({}), http_auth=False, web_host="0.0.0.0")
     with pytest.raises(OperatorError, match="A2UI_STREAM_HTTP_AUTH=off"):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.shell import soak_command
+from app.devtools import soak_command
 
 
 def test_a_failing_fuzz_run_keeps_pytest_output_and_names_the_test(

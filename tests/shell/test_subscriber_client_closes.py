@@ -11,8 +11,8 @@ import warnings
 
 import pytest
 
+from app.shell.cli.subscriber_client import SubscriberClient
 from app.shell.settings import load_settings
-from app.shell.subscriber_client import SubscriberClient
 
 
 def _dead_address() -> str:

@@ -1,9 +1,9 @@
-"""The validator loop (app/shell/validator_loop.py), driven with an in-memory Kafka double
+"""The validator loop (app/shell/worker/validator_loop.py), driven with an in-memory Kafka double
 (tests/shell/memory_kafka.py) through the rebalance, restore and fencing edges, in seconds.
 
 Each test publishes a mixed corpus to the double's admission topic, moves partitions between
 members by calling their rebalance listeners as aiokafka would, and ends with the fault
-suite's own accounting (``app.shell.fault_accounting.tally`` against the core oracle): every
+suite's own accounting (``app.devtools.fault_accounting.tally`` against the core oracle): every
 record exactly one outcome, per-run order kept. The real-broker tests (tests/integration) run
 the same loop against Apache Kafka; no test there uses this double.
 """
@@ -20,15 +20,15 @@ import orjson
 import pytest
 from aiokafka import TopicPartition
 
-import app.shell.validator_loop as validator_loop
+import app.shell.worker.validator_loop as validator_loop
 from app.core.keys import partition_for_run
 from app.core.policy import HostPolicy
 from app.core.run_snapshot import CHECKPOINT_KEY, decode_checkpoint
 from app.core.validator_batch import source_of
-from app.shell.fault_accounting import Accounting, Outputs, oracle, tally
-from app.shell.fault_kit import RULES, Published, components, corpus, create, envelope
-from app.shell.metrics import Metrics
-from app.shell.validator_loop import ValidatorConfig, ValidatorLoop
+from app.devtools.fault_accounting import Accounting, Outputs, oracle, tally
+from app.devtools.fault_kit import RULES, Published, components, corpus, create, envelope
+from app.shell.worker.metrics import Metrics
+from app.shell.worker.validator_loop import ValidatorConfig, ValidatorLoop
 from tests.shell.memory_kafka import MemoryConsumer, MemoryKafka, MemoryProducer
 
 PARTITIONS = 3
@@ -616,7 +616,7 @@ async def test_a_bounded_state_cache_decides_as_the_unbounded_one(
     stage: Stage, transactions: str, tmp_path: Any
 ) -> None:
     """Issue 15: the validator keeps at most ``cache_runs`` run states in memory and the other
-    clean ones in its local store (app.shell.validator_store), loaded back when a record for
+    clean ones in its local store (app.shell.worker.validator_store), loaded back when a record for
     them comes. With a bound far below the runs in play (one state per partition), every
     record still gets exactly the outcome the unbounded validator gives (the oracle's
     accounting: a state lost on the way would restart its run at sequence 0), states went out

@@ -1,4 +1,4 @@
-"""The viewer's handlers (app.shell.viewer) over a fake run index and a temporary build."""
+"""The viewer's handlers (app.shell.http.viewer) over a fake run index and a temporary build."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import orjson
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
-from app.shell.run_store import RunSummary
-from app.shell.viewer import ViewerPages
+from app.shell.http.viewer import ViewerPages
+from app.shell.worker.run_store import RunSummary
 
 
 class FakeIndex:
-    """The run index's summaries of the partitions it serves (app.shell.run_index)."""
+    """The run index's summaries of the partitions it serves (app.shell.worker.run_index)."""
 
     def __init__(self) -> None:
         self.partitions = 2

@@ -1,4 +1,4 @@
-"""The worker's web server as the worker builds it (app.shell.faust_app.create_app), started
+"""The worker's web server as the worker builds it (app.shell.worker.faust_app.create_app), started
 in-process without a broker: what it binds, which routes it serves, and that a slow client is
 cut off (issue 14 items 4 and 10)."""
 
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from app.shell.broker import _free_port
-from app.shell.faust_app import create_app
+from app.shell.cli.broker import free_port
 from app.shell.settings import load_settings
+from app.shell.worker.faust_app import create_app
 
-# Ours (app.shell.http_api, app.shell.viewer, /health and /metrics in faust_app): nothing else.
+# Ours (app.shell.http.api, app.shell.http.viewer, /health and /metrics in faust_app): nothing else.
 OUR_ROUTES = {
     ("GET", "/.well-known/openwop"),
     ("GET", "/v1/openapi.json"),
@@ -60,7 +60,7 @@ ACCEPT_ROUTES = {("POST", "/v1/host/sample/envelope/accept")}
 async def _serve(tmp_path: Path, **env: str) -> AsyncIterator[Any]:
     settings = load_settings(
         {
-            "A2UI_STREAM_WEB_PORT": str(_free_port()),
+            "A2UI_STREAM_WEB_PORT": str(free_port()),
             "A2UI_STREAM_DATA_DIR": str(tmp_path / "data"),
             "A2UI_STREAM_HTTP_TOKENS": "t0k",
             "A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS": "1",
@@ -97,7 +97,7 @@ def _port(web: Any) -> int:
 
 
 async def test_only_our_routes_are_served(server: Any) -> None:
-    """One aiohttp route, the dispatcher (app.shell.http_api.HttpApi.dispatch), which serves
+    """One aiohttp route, the dispatcher (app.shell.http.api.HttpApi.dispatch), which serves
     exactly the route table at this configuration (no seams here)."""
     registered = [(r.method, r.resource.canonical) for r in server.web_app.router.routes()]
     assert registered == [("*", "/{tail}")]

@@ -31,7 +31,7 @@ export function authHeaders() {
 /**
  * What a 401 from the worker means: 'no-tokens' when the worker has none configured (no token
  * typed here could work: say so, do not ask), else 'needs-token' (none sent, or refused).
- * The HTTP API says "no token is configured on this worker" in its message (app/shell/http_api.py).
+ * The HTTP API says "no token is configured on this worker" in its message (app/shell/http/api.py).
  */
 export function unauthorizedReason(body) {
   const reason = body?.details?.reason;

@@ -1,0 +1,283 @@
+"""The run event stream over HTTP: SSE (v1 and v2), the v1 event-log read and v2 poll.
+
+Shell module (openwop-a2ui.md §9, §10; docs/http.md). Reads only the run index (the owned
+partitions of the log, as tailed by this worker; a run owned elsewhere never reaches here, its
+request is forwarded). A stream ends when its run's partition leaves this worker (``moved``):
+the client resumes with ``Last-Event-ID`` and reaches the new owner.
+
+Each SSE connection keeps an exclusive cursor: it writes every event
+with a sequence above it, in order, then waits for the run to change, writing a keep-alive
+comment while idle, and closes after the run's terminal event. With ``?a2uiDelta=1`` (v1 path,
+when enabled) v1 surface events go through ``app.core.sse_frames.next_output``: an RFC 0114
+delta when one verifies, the recorded event otherwise.
+
+Every read gives each event as ``app.core.sse_frames.present`` shows it: sticky taint, derived
+from the run's WHOLE log prefix (a connection resuming after ``Last-Event-ID`` and a poll after
+``afterSequence`` walk the events before their cursor too), so no read launders a tainted
+surface (issue 14 item 7; RFC 0209 §C.12).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from app.core.payload_rules import PayloadRules
+from app.core.sse_frames import (
+    NO_TAINT,
+    DeltaCursor,
+    StreamOutput,
+    Taint,
+    delta_event_doc,
+    keep_alive,
+    next_output,
+    present,
+    sse_frame,
+)
+from app.core.stream_modes import event_in_modes
+from app.core.surfaces import Projection, project
+from app.shell.worker.run_index import LoggedEvent, RunIndex, RunLog
+
+__all__ = ["DeltaMemo", "RunStreams"]
+
+_SURFACE = "ui.a2ui-surface"
+
+
+class DeltaMemo:
+    """``present`` and ``next_output`` results shared by every connection. The event a reader
+    is shown depends only on the recorded event and the trust it presents (sticky taint), and
+    the cursor after a v1 event only on the event shown, so ``(cursor's eventId, cursor's
+    trust, eventId, trust shown)`` identifies a ``next_output`` answer (500 subscribers of one
+    run diff each update once, not 500 times)."""
+
+    def __init__(self, rules: PayloadRules, size: int = 20_000) -> None:
+        self.rules = rules
+        self.size = size
+        self._memo: OrderedDict[
+            tuple[str | None, str | None, str, str | None], tuple[DeltaCursor, StreamOutput, bytes]
+        ] = OrderedDict()
+        self._plain: OrderedDict[tuple[str, int, str | None], bytes] = OrderedDict()
+        self._relabelled: OrderedDict[tuple[str, int], LoggedEvent] = OrderedDict()
+
+    def present(self, taint: Taint, logged: LoggedEvent) -> tuple[Taint, LoggedEvent, str | None]:
+        """The taint after ``logged``, the event as a reader is shown it (``logged`` itself
+        unless its trust was rewritten; a rewrite is encoded once) and the trust shown."""
+        shown = present(taint, logged.event, logged.data)
+        if shown.event is logged.event:
+            return shown.taint, logged, shown.trust
+        key = (str(logged.event.get("eventId")), logged.offset)
+        found = self._relabelled.get(key)
+        if found is None:
+            found = logged.shown(shown.data, dict(shown.event))
+            self._relabelled[key] = found
+            if len(self._relabelled) > self.size:
+                self._relabelled.popitem(last=False)
+        return shown.taint, found, shown.trust
+
+    def plain(self, logged: LoggedEvent, trust: str | None) -> bytes:
+        """The SSE bytes of an event as shown (``present``), encoded once for every
+        connection."""
+        key = (str(logged.event.get("eventId")), logged.offset, trust)
+        found = self._plain.get(key)
+        if found is None:
+            found = self._plain[key] = sse_frame(logged.type, logged.data, logged.sequence)
+            if len(self._plain) > self.size:
+                self._plain.popitem(last=False)
+        return found
+
+    def output(
+        self, cursor: DeltaCursor, logged: LoggedEvent, trust: str | None
+    ) -> tuple[DeltaCursor, StreamOutput]:
+        after, out, _encoded = self._entry(cursor, logged, trust)
+        return after, out
+
+    def sse(
+        self, cursor: DeltaCursor, logged: LoggedEvent, trust: str | None
+    ) -> tuple[DeltaCursor, StreamOutput, bytes]:
+        """``output`` and its SSE bytes, encoded once for every connection."""
+        return self._entry(cursor, logged, trust)
+
+    def _entry(
+        self, cursor: DeltaCursor, logged: LoggedEvent, trust: str | None
+    ) -> tuple[DeltaCursor, StreamOutput, bytes]:
+        """``logged`` is the event as shown, ``trust`` the trust ``present`` said it shows."""
+        key = (cursor.event_id, cursor.trust, str(logged.event.get("eventId")), trust)
+        found = self._memo.get(key)
+        if found is None:
+            after, out = next_output(cursor, logged.event, logged.data, self.rules)
+            found = (after, out, sse_frame(out.event_name, out.data, out.sequence))
+            self._memo[key] = found
+            if len(self._memo) > self.size:
+                self._memo.popitem(last=False)
+        return found
+
+
+def _seed(events: Iterable[LoggedEvent], upto: int, memo: DeltaMemo) -> tuple[DeltaCursor, Taint]:
+    """What a connection resuming after ``upto`` starts from: the taint of the log prefix up
+    to it, and the delta cursor of what the client holds (the last v1 surface at or before it,
+    as it was shown)."""
+    taint, last = NO_TAINT, None
+    for logged in events:
+        if logged.sequence > upto:
+            break
+        taint, shown, trust = memo.present(taint, logged)
+        if logged.type == _SURFACE and logged.event.get("payload", {}).get("version") in (0, 1):
+            last = (shown, trust)
+    if last is None:
+        return DeltaCursor(), taint
+    cursor, _ = memo.output(DeltaCursor(), *last)
+    return cursor, taint
+
+
+def _shown_after(events: Iterable[LoggedEvent], after: int, memo: DeltaMemo) -> list[Any]:
+    """The documents of the events with a sequence above ``after``, as shown: the taint comes
+    from every event before them too."""
+    taint, docs = NO_TAINT, []
+    for logged in events:
+        taint, shown, _trust = memo.present(taint, logged)
+        if logged.sequence > after:
+            docs.append(shown.event)
+    return docs
+
+
+def _snapshot(run: RunLog, projection: Projection, sequence: int) -> bytes:
+    surfaces = [
+        {
+            "surfaceId": key.surface_id,
+            "version": surface.version,
+            "trust": surface.trust,
+            "partial": surface.partial,
+            "status": surface.status,
+            "sequence": surface.sequence,
+            "content": surface.content,
+        }
+        for key, surface in sorted(projection.surfaces.items(), key=lambda kv: kv[0].surface_id)
+    ]
+    return orjson.dumps(
+        {"runId": run.run_id, "sequence": sequence, "status": run.status, "surfaces": surfaces}
+    )
+
+
+class RunStreams:
+    def __init__(self, index: RunIndex, memo: DeltaMemo, keepalive_seconds: float) -> None:
+        self.index = index
+        self.memo = memo
+        self.keepalive_seconds = keepalive_seconds
+        self.open_streams = 0
+
+    # -- JSON reads -----------------------------------------------------------------------------
+
+    def event_docs(self, run: RunLog, *, after: int, delta: bool) -> list[Any]:
+        """The event-log read (§9 ``Accept: application/json``): the recorded events, or with
+        ``delta`` the RFC 0114 rendering (deltas nested as ``payload``, §16c)."""
+        if not delta:
+            return _shown_after(run.events, after, self.memo)
+        cursor, taint = DeltaCursor(), NO_TAINT
+        docs: list[Any] = []
+        for logged in run.events:
+            taint, shown, trust = self.memo.present(taint, logged)
+            cursor, out = self.memo.output(cursor, shown, trust)
+            if logged.sequence <= after:
+                continue
+            if out.kind == "delta":
+                docs.append(delta_event_doc(shown.event, orjson.loads(out.data)))
+            else:
+                docs.append(shown.event)
+        return docs
+
+    async def poll(self, run: RunLog, after: int, timeout: float) -> dict[str, Any]:
+        """§9 v2 poll: events with sequence > ``after``; waits up to ``timeout`` when none."""
+        if not run.after(after) and not run.terminal:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.changed.wait(), timeout)
+            run = self.index.get(run.run_id) or run
+        return {
+            "runId": run.run_id,
+            "events": _shown_after(run.events, after, self.memo),
+            "lastSequence": run.last_sequence,
+            "status": run.status,
+            "isTerminal": run.terminal,
+        }
+
+    # -- SSE --------------------------------------------------------------------------------------
+
+    async def sse(
+        self,
+        request: web.Request,
+        run: RunLog,
+        *,
+        modes: frozenset[str],
+        after: int | None,
+        delta: bool,
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            status=200,
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            },
+        )
+        await response.prepare(request)
+        self.open_streams += 1
+        try:
+            await self._pump(response, run, modes, -1 if after is None else after, delta)
+        except ConnectionResetError:
+            pass  # the client went away: its next write failed
+        finally:
+            self.open_streams -= 1
+        return response
+
+    async def _pump(
+        self,
+        response: web.StreamResponse,
+        run: RunLog,
+        modes: frozenset[str],
+        after: int,
+        delta: bool,
+    ) -> None:
+        values = "values" in modes
+        cursor, taint = _seed(run.events, after, self.memo)
+        projection = Projection()
+        if values:  # §9: in values mode a snapshot comes first
+            for logged in run.events:
+                if logged.sequence <= after:
+                    projection, _ = project(projection, logged.event)
+            await response.write(sse_frame("state.snapshot", _snapshot(run, projection, after)))
+        while True:
+            changed = run.changed
+            pending = run.after(after)
+            for logged in pending:
+                after = logged.sequence
+                if values:  # the projection's trust is sticky already (app.core.surfaces)
+                    projection, _ = project(projection, logged.event)
+                    body = _snapshot(run, projection, after)
+                    await response.write(sse_frame("state.snapshot", body, after))
+                    continue
+                taint, shown, trust = self.memo.present(taint, logged)
+                if delta:
+                    cursor, _out, encoded = self.memo.sse(cursor, shown, trust)
+                    if event_in_modes(logged.type, modes):
+                        await response.write(encoded)
+                elif event_in_modes(logged.type, modes):
+                    await response.write(self.memo.plain(shown, trust))
+            if run.terminal:
+                return
+            try:
+                # asyncio.timeout, not wait_for: no task per wake-up on every connection
+                async with asyncio.timeout(self.keepalive_seconds):
+                    await changed.wait()
+            except TimeoutError:
+                await response.write(keep_alive())
+            if run.moved:  # the partition was revoked: the client resumes at the new owner
+                return
+            current = self.index.get(run.run_id)
+            if current is None:  # the run was deleted (`a2ui-stream runs delete`)
+                return
+            run = current

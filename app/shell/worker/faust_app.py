@@ -1,0 +1,460 @@
+"""The Faust application: configuration, the declared topics and the worker's web views.
+
+Shell module. Faust adds nothing to the wire: every topic uses raw bytes for keys and values
+(STYLE rule 6); the records' shapes are defined by ``schemas/`` and the topics by ``topics/``.
+Agents are registered by their own modules (``register(app, topics)``) and talk only through
+topics.
+
+The web server (issue 14): it listens on A2UI_STREAM_WEB_HOST only (Faust's ``web_bind``, which
+otherwise defaults to every interface), serves our routes and none of Faust's built-in pages
+(``/``, ``/router``, ``/table``, ``/stats``, ``/assignment``, ``/graph``, ``/performance``:
+they answer without a token, disclose the worker URLs and the assignment, and ``/router/x/``
+raised), reads bodies up to A2UI_STREAM_MAX_RECORD_BYTES plus the record's wrapper, closes a
+connection whose request head is not in within A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS, and runs
+every request through ``app.shell.http.api.request_guard`` first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+import mode
+from aiohttp.web import AppRunner
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
+
+from app import __version__
+from app.core.discovery import DiscoveryConfig, serves_envelope_accept
+from app.core.host_commands import FIXTURES
+from app.core.payload_rules import PayloadRules
+from app.core.policy import HostPolicy
+from app.core.routes import ROUTES, served
+from app.core.topic_plan import TopicSpec
+from app.shell import log_safety
+from app.shell.gateway_key import gateway_key
+from app.shell.http.api import HttpApi, request_guard
+from app.shell.http.forward import Forwarder
+from app.shell.http.gateway import AdmissionGateway
+from app.shell.http.principals_file import principals_for
+from app.shell.http.streams import DeltaMemo, RunStreams
+from app.shell.http.viewer import register as register_viewer
+from app.shell.schema_files import load_schema_documents
+from app.shell.settings import Settings, advertised_url_of, check_exposure, load_secrets
+from app.shell.worker.assignor import WarmAssignor
+from app.shell.worker.metrics import Metrics
+from app.shell.worker.ownership import Ownership
+from app.shell.worker.projector_loop import ProjectorConfig, ProjectorLoop
+from app.shell.worker.run_index import RunIndex
+from app.shell.worker.topics_admin import desired_for
+from app.shell.worker.validator_loop import ValidatorConfig, ValidatorLoop
+
+__all__ = ["BODY_ROOM", "StreamTopics", "WorkerApp", "WorkerWeb", "create_app", "policy_from"]
+
+# What the web server reads beyond A2UI_STREAM_MAX_RECORD_BYTES: room for the record around a
+# body (``{"runId": ..., "envelope": ...}``, a runId of up to 256 characters escaped), so a body
+# just over the limit is refused by intake with its exact size (app.core.http_admission).
+BODY_ROOM = 64 * 1024
+
+# How long the web server waits for a running request when the worker stops (WorkerWeb).
+SHUTDOWN_GRACE_SECONDS = 2.0
+
+
+def policy_from(settings: Settings) -> HostPolicy:
+    """The host policy the settings describe (floor and strictness are configuration; host
+    commands are verified with the deployment's gateway key, app.shell.gateway_key)."""
+    return HostPolicy(
+        secrets=load_secrets(settings.secrets_file),
+        schema_versions={"ui.a2ui-surface": settings.floor},
+        strictness=settings.strictness,  # type: ignore[arg-type]
+        limits=settings.limits,
+        command_key=gateway_key(settings),
+    )
+
+
+@dataclass(frozen=True)
+class StreamTopics:
+    """The Faust topic objects of this deployment, by topic id (topics/topics.json)."""
+
+    specs: dict[str, TopicSpec]
+    topics: dict[str, Any]
+
+    def __getitem__(self, topic_id: str) -> Any:
+        return self.topics[topic_id]
+
+
+class WorkerWeb(AiohttpWeb):
+    """Faust's aiohttp web server without Faust's built-in pages, and with a deadline on the
+    request head. Faust chooses its blueprints from these class attributes (faust.web.base)."""
+
+    default_blueprints = ()  # /router, /table
+    production_blueprints = ()  # the "/" index
+    debug_blueprints = ()  # /graph, /stats, /assignment
+    optional_blueprints = ()  # /performance
+
+    def __init__(self, app: faust.App, *, read_timeout: float, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        # aiohttp has no header timeout of its own, but its keep-alive timer starts when a
+        # connection opens and again after each response, and closes the connection if no
+        # complete request head has arrived by then (aiohttp.web_protocol.RequestHandler). Set
+        # short, it is the header timeout; it also ends idle keep-alive connections. A handler
+        # that is running (an SSE stream) is never cut by it.
+        # shutdown_timeout: on stop, a request still running (an SSE stream, a long poll) gets
+        # this long to end, and then as long again once cancelled; aiohttp's 60 s default held
+        # a Ctrl-C for two minutes while a viewer was open (issue 19 item 7). Clients reconnect.
+        self._runner = AppRunner(
+            self.web_app,
+            access_log=None,
+            keepalive_timeout=read_timeout,
+            shutdown_timeout=SHUTDOWN_GRACE_SECONDS,
+        )
+
+
+class WorkerApp(faust.App):
+    """The Faust app with the worker's web server (``WorkerWeb``)."""
+
+    def __init__(self, *args: Any, read_timeout: float, **kwargs: Any) -> None:
+        self.read_timeout = read_timeout
+        super().__init__(*args, **kwargs)
+
+    def _new_web(self) -> WorkerWeb:
+        return WorkerWeb(self, read_timeout=self.read_timeout)
+
+
+def _broker_url(bootstrap: str) -> str:
+    servers = [server.strip() for server in bootstrap.split(",") if server.strip()]
+    return ";".join(f"kafka://{server}" for server in servers)
+
+
+def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTopics]:
+    """Build the Faust app for ``bootstrap`` with every topic declared as raw bytes. Raises
+    ``OperatorError`` for settings that would expose the API (``check_exposure``)."""
+    check_exposure(settings)
+    discovery = DiscoveryConfig(
+        floor=settings.floor,
+        strictness=settings.strictness,
+        seams=settings.seams,
+        delta_transport=settings.delta_transport,
+        # §12/§16a: the fixtures are served and advertised only where the seams are.
+        fixtures=FIXTURES if settings.seams else (),
+        version=__version__,
+    )
+    # the routes served at this configuration (app.core.routes): the guard, the dispatcher
+    # and the OpenAPI document read the same table
+    routes = served(ROUTES, seams=settings.seams, envelope_accept=serves_envelope_accept(discovery))
+    _quiet_payload_loggers()
+    log_safety.install()  # a producer's bytes in a log argument cannot start a line of its own
+    group_timeouts: dict[str, Any] = (
+        # Joins in ~5 s instead of ~30 s (../shared/spec/kafka.md); laptops and tests only.
+        {
+            "broker_session_timeout": 10,
+            "broker_heartbeat_interval": 1,
+            "broker_rebalance_timeout": 10,
+        }
+        if settings.fast_groups
+        else {}
+    )
+    app = WorkerApp(
+        settings.app_id,
+        read_timeout=settings.http_read_timeout_seconds,
+        broker=_broker_url(bootstrap),
+        web_host=settings.web_host,
+        web_bind=settings.web_host,  # Faust's default binds every interface
+        web_port=settings.web_port,
+        web_application_options={
+            "client_max_size": settings.max_record_bytes + BODY_ROOM,
+            "middlewares": [
+                request_guard(
+                    loopback_only=not settings.http_auth,
+                    max_record_bytes=settings.max_record_bytes,
+                    routes=routes,
+                )
+            ],
+        },
+        # Faust's built-in pages, off by their own settings too (WorkerWeb serves none).
+        web_router_enabled=False,
+        web_tables_enabled=False,
+        web_stats_enabled=False,
+        web_graph_enabled=False,
+        web_metrics_enabled=False,
+        datadir=str(settings.data_dir),
+        topic_replication_factor=settings.replication,
+        topic_partitions=settings.partitions,
+        topic_allow_declare=False,  # topics are owned by `a2ui-stream topics apply`
+        producer_acks=-1,
+        web_enabled=True,
+        autodiscover=False,
+        **group_timeouts,
+    )
+    specs = {spec.id: spec for spec in desired_for(settings)}
+    topics = {
+        topic_id: app.topic(
+            spec.name,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=spec.partitions,
+            internal=False,
+        )
+        for topic_id, spec in specs.items()
+    }
+    stream_topics = StreamTopics(specs, topics)
+    metrics = Metrics()
+    rules = PayloadRules.from_documents(load_schema_documents())
+    policy = policy_from(settings)
+    validator = ValidatorLoop(
+        ValidatorConfig(
+            bootstrap=bootstrap,
+            admission_topic=specs["admission"].name,
+            log_topic=specs["log"].name,
+            deadletter_topic=specs["deadletter"].name,
+            partitions=specs["admission"].partitions,
+            resumes_topic=specs["resumes"].name,
+            changelog_topic=specs["runstate"].name,
+            group_id=f"{settings.app_id}-validator",
+            transactional_id=f"{settings.app_id}-validator-{settings.worker_id}",
+            transactions=settings.transactions,
+            max_record_bytes=settings.max_record_bytes,
+            fast_groups=settings.fast_groups,
+            cache_runs=settings.validator_cache_runs,
+            state_dir=str(settings.data_dir / "validator-state" / settings.worker_id),
+        ),
+        policy,
+        rules,
+        metrics,
+    )
+    metrics.lag = validator.lag
+    projector = ProjectorLoop(
+        ProjectorConfig(
+            bootstrap=bootstrap,
+            log_topic=specs["log"].name,
+            subscriptions_topic=specs["subscriptions"].name,
+            resync_topic=specs["resync"].name,
+            topic_prefix=settings.topic_prefix,
+            replication=settings.replication,
+            group_id=f"{settings.app_id}-projector",
+            partitions=specs["log"].partitions,
+            fast_groups=settings.fast_groups,
+            cache_surfaces=settings.projector_cache_surfaces,
+        ),
+        policy,
+    )
+
+    if "validator" in settings.roles:
+        app.service(_validator_service(validator))
+    if "projector" in settings.roles:
+        metrics.extra.append(projector.render_metrics)
+        app.service(_projector_service(projector))
+    metrics.extra.append(lambda: state_metrics(validator, projector, settings.roles))
+
+    # The read side serves the partitions this worker's validator owns (issue 15 item 2): the
+    # validator tells `ownership` its assignment, which tells the index and the other workers.
+    ownership = Ownership(
+        bootstrap, specs["owners"].name, settings.worker_id, advertised_url_of(settings)
+    )
+    validator.ownership = ownership
+    index = RunIndex(
+        bootstrap,
+        specs["log"].name,
+        specs["deadletter"].name,
+        settings.data_dir / "run-store" / specs["log"].name / settings.worker_id,
+        cache_bytes=settings.run_cache_mb * 1024 * 1024,
+    )
+    projector.store = index.opened_store  # a rebuild reads a run's events there first
+    # Both groups assign alike, each worker its warm partitions (app.shell.worker.assignor).
+    validator.assignor = WarmAssignor(settings.worker_id, index.warm_partitions)
+    projector.assignor = WarmAssignor(settings.worker_id, index.warm_partitions)
+    ownership.on_assigned.append(index.assigned)
+    ownership.on_revoked.append(index.revoked)
+    forwarder = Forwarder(
+        settings.worker_id,
+        # the longest answer a run route waits for: a 60 s poll after the owner's own wait
+        read_seconds=60 + settings.http_wait_seconds + 5,
+    )
+    gateway = AdmissionGateway(
+        bootstrap,
+        specs["admission"].name,
+        specs["admission"].partitions,
+        index,
+        command_key=policy.command_key,
+        validator_group=f"{settings.app_id}-validator",
+    )
+    streams = RunStreams(index, DeltaMemo(rules), settings.sse_keepalive_seconds)
+    # who may do what in which tenant (issue 18): the tokens file is read once, here
+    principals = principals_for(settings)
+    api = HttpApi(
+        index=index,
+        ownership=ownership,
+        forwarder=forwarder,
+        gateway=gateway,
+        streams=streams,
+        discovery=discovery,
+        principals=principals,
+        delta_transport=settings.delta_transport,
+        wait_seconds=settings.http_wait_seconds,
+        max_record_bytes=settings.max_record_bytes,
+        read_timeout=settings.http_read_timeout_seconds,
+        routes=routes,
+    )
+    app.service(_http_service(index, gateway, ownership, forwarder))
+    metrics.extra.append(lambda: _http_metrics(index, streams, ownership, forwarder))
+    web = app.web
+
+    async def health(request: Any) -> Any:
+        return web.json(
+            {
+                "status": "ok",
+                "version": __version__,
+                "appId": settings.app_id,
+                "roles": sorted(settings.roles),
+                "topics": {topic_id: spec.name for topic_id, spec in specs.items()},
+            }
+        )
+
+    async def metrics_page(request: Any) -> Any:
+        return web.text(metrics.render(), content_type="text/plain; version=0.0.4")
+
+    # every route through the one dispatcher; the viewer at /ui/ (docs/viewer.md)
+    viewer = register_viewer(index, settings, ownership, forwarder, principals)
+    api.register(app, {**viewer, "health": health, "metrics": metrics_page})
+    return app, stream_topics
+
+
+def _validator_service(validator: ValidatorLoop) -> type[mode.Service]:
+    class ValidatorService(mode.Service):
+        """Runs the validator loop for the life of the worker."""
+
+        async def on_start(self) -> None:
+            self._stopping = asyncio.Event()
+            await validator.start()
+
+        @mode.Service.task
+        async def _validate(self) -> None:
+            await validator.run(self._stopping)
+
+        async def on_stop(self) -> None:
+            self._stopping.set()
+            await validator.stop()
+
+    return ValidatorService
+
+
+def _projector_service(projector: ProjectorLoop) -> type[mode.Service]:
+    class ProjectorService(mode.Service):
+        """Runs the projector loop for the life of the worker."""
+
+        async def on_start(self) -> None:
+            self._stopping = asyncio.Event()
+            await projector.start()
+
+        @mode.Service.task
+        async def _project(self) -> None:
+            await projector.run(self._stopping)
+
+        async def on_stop(self) -> None:
+            self._stopping.set()
+            await projector.stop()
+
+    return ProjectorService
+
+
+def _http_metrics(
+    index: RunIndex, streams: RunStreams, ownership: Ownership, forwarder: Forwarder
+) -> list[str]:
+    return [
+        "# HELP a2ui_http_sse_streams Open SSE run streams on this worker.",
+        "# TYPE a2ui_http_sse_streams gauge",
+        f"a2ui_http_sse_streams {streams.open_streams}",
+        "# HELP a2ui_http_runs Runs held in memory by the read side (cached or being read).",
+        "# TYPE a2ui_http_runs gauge",
+        f"a2ui_http_runs {index.in_memory()}",
+        "# HELP a2ui_http_run_cache_bytes Bytes of the read side's run cache (estimated).",
+        "# TYPE a2ui_http_run_cache_bytes gauge",
+        f"a2ui_http_run_cache_bytes {index.cached_bytes}",
+        "# HELP a2ui_http_owned_partitions Partitions this worker serves, and of them ready.",
+        "# TYPE a2ui_http_owned_partitions gauge",
+        f'a2ui_http_owned_partitions{{state="owned"}} {len(ownership.owned)}',
+        f'a2ui_http_owned_partitions{{state="ready"}} {len(index.ready_partitions)}',
+        "# HELP a2ui_http_records_read_total Log records the read side tailed into its store.",
+        "# TYPE a2ui_http_records_read_total counter",
+        f"a2ui_http_records_read_total {index.records_read}",
+        "# HELP a2ui_http_forwarded_total Run requests forwarded to their owner (and failed).",
+        "# TYPE a2ui_http_forwarded_total counter",
+        f'a2ui_http_forwarded_total{{result="sent"}} {forwarder.forwarded}',
+        f'a2ui_http_forwarded_total{{result="failed"}} {forwarder.failed}',
+    ]
+
+
+def state_metrics(
+    validator: ValidatorLoop, projector: ProjectorLoop, roles: frozenset[str]
+) -> list[str]:
+    """How much state this worker holds (issue 15; read by ``a2ui-stream bench scale``): the
+    validator's run states per admission partition it owns (those restored), and every surface
+    the projector holds. Each is a ``len`` (O(1)): cheap on every scrape."""
+    lines: list[str] = []
+    if "validator" in roles:
+        lines += [
+            "# HELP a2ui_validator_run_states Run states held by this worker's validator, per "
+            "admission partition it owns (restored): in memory and in its local store.",
+            "# TYPE a2ui_validator_run_states gauge",
+        ]
+        lines += [
+            f'a2ui_validator_run_states{{partition="{p}"}} {state.held}'
+            for p, state in sorted(validator.partitions.items())
+        ]
+    if "projector" in roles:
+        lines += [
+            "# HELP a2ui_projector_surfaces Materialized surfaces held by this worker's "
+            "projector (its cache, of the partitions it owns).",
+            "# TYPE a2ui_projector_surfaces gauge",
+            f"a2ui_projector_surfaces {projector.held}",
+        ]
+    return lines
+
+
+def _http_service(
+    index: RunIndex, gateway: AdmissionGateway, ownership: Ownership, forwarder: Forwarder
+) -> type[mode.Service]:
+    class HttpService(mode.Service):
+        """The read side of the owned partitions (the run index and the owners map) and the
+        admission producer of the OpenWOP HTTP API."""
+
+        async def on_start(self) -> None:
+            self._stopping = asyncio.Event()
+            await index.start()
+            await ownership.start()
+            await gateway.start()
+
+        @mode.Service.task
+        async def _tail(self) -> None:
+            await index.run(self._stopping)
+
+        @mode.Service.task
+        async def _owners(self) -> None:
+            await ownership.run(self._stopping)
+
+        async def on_stop(self) -> None:
+            self._stopping.set()
+            await ownership.stop()
+            await forwarder.stop()
+            await gateway.stop()
+            await index.stop()
+
+    return HttpService
+
+
+# Loggers that write record keys and VALUES at DEBUG (aiokafka's producer logs "Sending
+# (key=..., value=...)"): a payload may hold a registered secret or a user's input, and SR-1
+# says redacted material never reaches logs (§14). They stay at INFO whatever
+# A2UI_STREAM_LOG_LEVEL says; tests/integration/test_security_invariants.py runs at debug.
+PAYLOAD_LOGGERS = ("aiokafka", "kafka", "faust.transport", "faust.topics")
+
+
+def _quiet_payload_loggers() -> None:
+    import logging
+
+    for name in PAYLOAD_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))
