@@ -68,9 +68,10 @@ from app.devtools.bench_admission import positive_record
 from app.devtools.bench_output import code_version, emit, load_average, load_text
 from app.shell.cli.broker import Broker, free_port, start_broker
 from app.shell.settings import Settings, load_settings
+from app.shell.wire import SOURCE_HEADER
 from app.shell.worker.kafka_io import group_consumer, read_topic
 from app.shell.worker.topics_admin import desired_for, ensure_topics
-from app.shell.worker.validator_loop import SOURCE_HEADER, ValidatorConfig
+from app.shell.worker.validator_loop import ValidatorConfig
 
 __all__ = ["Options", "measure", "passthrough", "register", "table"]
 

@@ -35,8 +35,8 @@ from app.core.wire_ids import project_run_id
 from app.devtools.fault_accounting import compare_surfaces
 from app.devtools.fault_kit import RULES, topic_names
 from app.shell.settings import Settings
+from app.shell.wire import RESYNC_HEADER
 from app.shell.worker.kafka_io import MAX_FETCH_BYTES
-from app.shell.worker.projector_loop import RESYNC_HEADER
 from app.shell.worker.topics_admin import ensure_topics, load_definitions
 
 __all__ = ["SseReader", "SubscriberFleet", "wait_converged"]

@@ -26,9 +26,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from app.shell.cli.runtime import client_command
 from app.shell.errors import OperatorError
 from app.shell.settings import Settings, load_settings
+from app.shell.wire import SOURCE_HEADER
 from app.shell.worker.kafka_io import read_topic, require_topic, started
 from app.shell.worker.topics_admin import desired_for
-from app.shell.worker.validator_loop import SOURCE_HEADER
 
 __all__ = ["add_parser", "request_limit"]
 

@@ -118,12 +118,12 @@ from app.core.wire_ids import (
     project_run_id,
     split_run_path,
 )
+from app.shell.clock import now_rfc3339
 from app.shell.http.forward import Forwarder
 from app.shell.http.gateway import AdmissionGateway, Published
 from app.shell.http.streams import RunStreams
 from app.shell.worker.ownership import Ownership
 from app.shell.worker.run_index import PartitionUnsure, RunIndex, RunLog
-from app.shell.worker.validator_loop import now_rfc3339
 
 __all__ = ["HttpApi", "request_guard"]
 

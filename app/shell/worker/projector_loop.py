@@ -62,7 +62,6 @@ from app.core.keys import partition_for_run, run_of_log_key
 from app.core.policy import HostPolicy
 from app.core.projector_batch import BatchPlan, Need, Refetch
 from app.core.projector_runs import (
-    RESYNC_HEADER,
     CursorKey,
     FrameRecord,
     RunSurfaces,
@@ -77,9 +76,7 @@ from app.shell.worker.kafka_io import group_consumer, partitions_of, read_range,
 from app.shell.worker.run_store import RunStore
 from app.shell.worker.topics_admin import ensure_topics, load_definitions
 
-# RESYNC_HEADER is app.core.projector_runs', named here too for the readers that import it
-# from the projector (app.devtools.fault_subscribers).
-__all__ = ["DEFAULT_CACHE_SURFACES", "RESYNC_HEADER", "ProjectorConfig", "ProjectorLoop"]
+__all__ = ["DEFAULT_CACHE_SURFACES", "ProjectorConfig", "ProjectorLoop"]
 
 log = logging.getLogger("a2ui_stream.projector")
 

@@ -44,6 +44,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from app.core.keys import partition_for_run, run_of_log_key, sequence_of_log_key
 from app.core.run_lifecycle import INITIAL_STATUS, TERMINAL_STATUSES, status_after, status_of
+from app.shell.wire import SOURCE_HEADER
 from app.shell.worker.kafka_io import MAX_FETCH_BYTES, partitions_of
 from app.shell.worker.run_store import RunStore, RunSummary
 
@@ -51,7 +52,6 @@ __all__ = ["LoggedEvent", "Outcome", "RunIndex", "RunLog"]
 
 log = logging.getLogger("a2ui_stream.http")
 
-SOURCE_HEADER = "a2ui-source"
 _RECENT_OUTCOMES = 10_000  # a waiter registers microseconds after its publish returns
 _DECODED_FACTOR = 6  # a decoded event dict holds about 5.6x its JSON (measured, issue 15)
 _CHECKPOINT_REFRESH_S = 60.0

@@ -46,7 +46,6 @@ import itertools
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +67,6 @@ from app.core.run_snapshot import CHECKPOINT_KEY, decode_state, encode_state
 from app.core.run_state import RunState
 from app.core.validator import SourceRecord
 from app.core.validator_batch import (
-    SOURCE_HEADER,
     Load,
     PartitionPlan,
     PartitionState,
@@ -93,13 +91,14 @@ from app.core.validator_restore import (
     restore_partition,
     tail_runs,
 )
+from app.shell.clock import now_rfc3339
 from app.shell.worker.assignor import WarmAssignor, strategies
 from app.shell.worker.kafka_io import group_consumer, read_range, read_tail, read_topic, until_done
 from app.shell.worker.metrics import Metrics
 from app.shell.worker.ownership import NO_OWNERSHIP, generation_of
 from app.shell.worker.validator_store import ValidatorStore
 
-__all__ = ["SOURCE_HEADER", "ValidatorConfig", "ValidatorLoop", "now_rfc3339"]
+__all__ = ["ValidatorConfig", "ValidatorLoop"]
 
 log = logging.getLogger("a2ui_stream.validator")
 
@@ -115,10 +114,6 @@ STABLE_SECONDS = 10.0
 # the fence then came from the broker aborting one of our own transactions for its timeout.
 FENCED_RETAKE_SECONDS = 10.0
 TRANSACTION_TIMEOUT_MS = 30000
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
