@@ -1,11 +1,11 @@
 """Which member of a consumer group gets which partition: balanced, and warm where it can be.
 
 Role: a pure decision (issue 15: a worker's cost follows the partitions it owns). Each worker
-keeps a local store of the log partitions it has read (``app.shell.worker.run_store``); a partition it
-is given back resumes from its checkpoint there, any other is read from the log's beginning
-(measured: a worker of two restarted after a SIGKILL was ready in 69 s when the group's
-round-robin order handed it the other worker's partitions, 11-15 s when it got its own back).
-So every member says, with its join, which worker it is and which partitions it holds warm,
+keeps a local store of the log partitions it has read (``app.shell.worker.run_store``); a
+partition it is given back resumes from its checkpoint there, any other is read from the log's
+beginning (measured: a worker of two restarted after a SIGKILL was ready in 69 s when the
+group's round-robin order handed it the other worker's partitions, 11-15 s when it got its own
+back). So every member says, with its join, which worker it is and which partitions it holds warm,
 and the group's leader assigns (``assign``) as Kafka Streams' assignor weighs a task's lag:
 
 1. balance first: each member gets ``n // m`` partitions, and ``n % m`` of them one more (those

@@ -73,7 +73,16 @@ from app.shell.worker.kafka_io import group_consumer, read_topic
 from app.shell.worker.topics_admin import desired_for, ensure_topics
 from app.shell.worker.validator_loop import ValidatorConfig
 
-__all__ = ["Options", "measure", "passthrough", "register", "table"]
+__all__ = [
+    "Options",
+    "measure",
+    "passthrough",
+    "pct",
+    "produce",
+    "register",
+    "table",
+    "worker_env",
+]
 
 TARGET_PER_SECOND = 10_000
 TARGET_VALIDATOR_PER_SECOND = 15_000

@@ -54,7 +54,15 @@ from app.core.subscriptions import MAX_FULL_EVERY
 from app.core.surfaces import Projection, SurfaceChange, project
 from app.devtools.bench_output import baseline_missing, emit, load_average, load_text
 
-__all__ = ["register", "add_parser", "run", "measure", "fanout_on", "measure_fanout_produced"]
+__all__ = [
+    "register",
+    "add_parser",
+    "run",
+    "measure",
+    "fanout_on",
+    "measure_fanout_produced",
+    "v1_component",
+]
 
 BASIC = "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json"
 RUN_ID = "bench/run-000000000000000002"

@@ -1,5 +1,5 @@
-"""The read side's store (app.shell.worker.run_store): what it keeps, and that a damaged or stale store
-is detected and rebuilt from the log rather than served."""
+"""The read side's store (app.shell.worker.run_store): what it keeps, and that a damaged or
+stale store is detected and rebuilt from the log rather than served."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from app.shell.worker.kafka_io import (
 )
 from app.shell.worker.topics_admin import desired_for, ensure_topics, leader_topic
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "run_config"]
 
 
 def add_parser(sub: Any) -> None:

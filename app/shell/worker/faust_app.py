@@ -50,7 +50,15 @@ from app.shell.worker.run_index import RunIndex
 from app.shell.worker.topics_admin import desired_for
 from app.shell.worker.validator_loop import ValidatorConfig, ValidatorLoop
 
-__all__ = ["BODY_ROOM", "StreamTopics", "WorkerApp", "WorkerWeb", "create_app", "policy_from"]
+__all__ = [
+    "BODY_ROOM",
+    "StreamTopics",
+    "WorkerApp",
+    "WorkerWeb",
+    "create_app",
+    "policy_from",
+    "state_metrics",
+]
 
 # What the web server reads beyond A2UI_STREAM_MAX_RECORD_BYTES: room for the record around a
 # body (``{"runId": ..., "envelope": ...}``, a runId of up to 256 characters escaped), so a body

@@ -2,8 +2,8 @@
 
 Shell module (issue 15 item 2; docs/http.md, "Reading: the owner serves each run"). The OpenWOP
 HTTP endpoints (event stream, poll, event-log read, fork, status, actions) read runs from here,
-but only for the partitions this worker owns (``app.shell.worker.ownership``): a request for a run on
-another worker's partition is forwarded to that owner (``app.shell.http.forward``). So a
+but only for the partitions this worker owns (``app.shell.worker.ownership``): a request for a
+run on another worker's partition is forwarded to that owner (``app.shell.http.forward``). So a
 worker's cost follows its partitions, not the whole log.
 
 One consumer (no consumer group) is assigned the owned partitions of the log topic, read with
@@ -193,7 +193,7 @@ class RunIndex:
         self.loaded_runs = 0  # runs read from the store (cache misses), for /metrics
         self.records_read = 0  # log records tailed since start
 
-    # -- ownership (called by app.shell.worker.ownership, synchronously) -----------------------------
+    # -- ownership (called by app.shell.worker.ownership, synchronously) ----------------------
 
     def assigned(self, partitions: frozenset[int]) -> None:
         if partitions:
@@ -233,8 +233,8 @@ class RunIndex:
 
     def warm_partitions(self) -> frozenset[int]:
         """The log partitions this worker's store holds warm (a fresh checkpoint): offered to
-        the consumer groups' assignment (app.shell.worker.assignor), which may come before ``start``,
-        so the store is opened here when it is not yet."""
+        the consumer groups' assignment (app.shell.worker.assignor), which may come before
+        ``start``, so the store is opened here when it is not yet."""
         if self._store is None:
             self._store = RunStore.open(self.store_path, self.log_topic)
         return self._store.checkpointed()
