@@ -1,9 +1,9 @@
-"""Test kit for the pipeline on a real broker: worker processes, a corpus with its expected
-outcomes, publishing, and the accounting that proves nothing was lost or duplicated.
+"""Test kit for the pipeline on a real broker, beyond the fault kit: ``observe_settled``, the
+read after which no outcome of what was published can still appear.
 
-The kit lives in the package (``app.devtools.fault_kit``) so that ``a2ui-stream soak`` runs the
-same code as the tests; this module re-exports it under the names the tests import, and adds
-``observe_settled``: the read after which no outcome of what was published can still appear.
+The worker processes, the corpus with its expected outcomes, publishing and the accounting
+that proves nothing was lost or duplicated live in ``app.devtools.fault_kit`` (so that
+``a2ui-stream soak`` runs the same code as the tests); the tests import them from there.
 
 The oracle is the pure core itself: deciding the corpus in publication order per run
 (exactly what `a2ui-stream check` does) gives the one correct outcome of every record, so the
@@ -18,54 +18,12 @@ import time
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from app.devtools.fault_accounting import committed_offsets
-from app.devtools.fault_kit import (
-    BASIC,
-    RULES,
-    Expected,
-    Observed,
-    Published,
-    WorkerProcess,
-    account,
-    apply_topics,
-    components,
-    corpus,
-    create,
-    data,
-    delete,
-    envelope,
-    expected_outcomes,
-    image,
-    observe,
-    open_transactions,
-    publish,
-    wait_for_outcomes,
-)
+from app.devtools.fault_kit import Observed, WorkerProcess, observe, open_transactions
 from app.shell.cli.broker import Broker
 from app.shell.settings import Settings
 from app.shell.worker.topics_admin import desired_for
 
-__all__ = [
-    "BASIC",
-    "RULES",
-    "Expected",
-    "Observed",
-    "Published",
-    "WorkerProcess",
-    "account",
-    "apply_topics",
-    "components",
-    "corpus",
-    "create",
-    "data",
-    "delete",
-    "envelope",
-    "expected_outcomes",
-    "image",
-    "observe",
-    "observe_settled",
-    "publish",
-    "wait_for_outcomes",
-]
+__all__ = ["observe_settled"]
 
 
 async def _end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
