@@ -5,6 +5,11 @@ Shell module. Each subcommand lives in its own module and registers itself with
 (0 success, 1 the command's own "not clean" result, 2 usage or operator errors, 70 a bug).
 Every error ends as one or two lines that say what to do (``app.shell.errors.report``); the
 traceback only with ``--debug``, which is accepted anywhere on the command line.
+
+The CLI's room (app/shell/cli/): the commands, the broker harness that ``up`` and ``broker``
+start, the subscriber client. May import: app.core, the shared shell modules, app.shell.worker
+and app.shell.http; app.devtools (``bench``, ``soak``) only inside functions, when the command
+line asks for them (tests/shell/test_layers.py).
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ _COMMAND_MODULES = (
     "app.shell.cli.subscribe",  # subscribe, unsubscribe
     "app.shell.cli.ops",  # deadletter, runs, log
     "app.shell.cli.state",  # state rebuild
+)
+# Developer tooling (app.devtools; the product never imports it, tests/shell/test_layers.py):
+# imported only when the command line names no product command, so `a2ui-stream worker` and
+# `up` run without it and `a2ui-stream --help`, `soak` and `bench ...` have it.
+_DEVTOOLS_MODULES = (
     "app.devtools.soak_command",  # soak
 )
 _BENCH_MODULES = (
@@ -75,7 +85,9 @@ def _load(name: str) -> object | None:
         raise
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(words: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line's parser; given the command line (``words``), without the
+    developer tooling's commands when it names a product command."""
     parser = argparse.ArgumentParser(
         prog="a2ui-stream",
         description=_DESCRIPTION,
@@ -92,6 +104,27 @@ def build_parser() -> argparse.ArgumentParser:
         module = _load(name)
         if module is not None:
             module.add_parser(sub)  # type: ignore[attr-defined]
+    if words is None or _command_of(words) not in sub.choices:
+        _add_devtools(sub)
+    for path, text in _USER_DESCRIPTIONS.items():
+        command = _subcommand(parser, path)
+        if command is not None:
+            command.description = text
+            command.formatter_class = argparse.HelpFormatter
+    return parser
+
+
+def _command_of(words: Sequence[str]) -> str | None:
+    """The subcommand named (the first word that is no option: no global option takes a
+    value), or None."""
+    return next((word for word in words if not word.startswith("-")), None)
+
+
+def _add_devtools(sub: Any) -> None:
+    for name in _DEVTOOLS_MODULES:
+        module = _load(name)
+        if module is not None:
+            module.add_parser(sub)  # type: ignore[attr-defined]
     bench = sub.add_parser(
         "bench",
         help="run a committed benchmark and print its figures with their baseline",
@@ -103,12 +136,6 @@ def build_parser() -> argparse.ArgumentParser:
         if module is not None:
             module.register(bench_sub)  # type: ignore[attr-defined]
     bench.set_defaults(func=lambda args: _missing_subcommand(bench))
-    for path, text in _USER_DESCRIPTIONS.items():
-        command = _subcommand(parser, path)
-        if command is not None:
-            command.description = text
-            command.formatter_class = argparse.HelpFormatter
-    return parser
 
 
 def _subcommand(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Any:
@@ -132,8 +159,9 @@ def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in words  # before or after the command: people add it to what failed
-    parser = build_parser()
-    args = parser.parse_args([word for word in words if word != "--debug"])
+    words = [word for word in words if word != "--debug"]
+    parser = build_parser(words)
+    args = parser.parse_args(words)
     args.debug = debug
     func = getattr(args, "func", None)
     if func is None:
