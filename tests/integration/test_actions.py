@@ -33,7 +33,7 @@ from tests.integration.http_kit import (
     v2,
     wait_http,
 )
-from tests.integration.test_http import SEAM_V2, _settings
+from tests.integration.test_http import SEAM_V2, settings_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -65,7 +65,7 @@ class Host:
 @pytest.fixture(scope="module")
 def host(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     tmp = tmp_path_factory.mktemp("actions")
-    settings = _settings("ac")
+    settings = settings_for("ac")
     asyncio.run(apply_topics(broker, settings))
     secrets = tmp / "secrets.json"
     secrets.write_text(json.dumps({"*": [{"secretId": "byok-1", "value": SECRET}]}))

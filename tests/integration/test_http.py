@@ -61,7 +61,7 @@ SEAM_V2 = "/conformance/seams/sample/a2ui/emit-surface"
 SEAM_V1 = "/v1/host/sample/a2ui/emit-surface"
 
 
-def _settings(tag: str) -> Settings:
+def settings_for(tag: str) -> Settings:
     unique = uuid.uuid4().hex[:8]
     return replace(
         load_settings({}),
@@ -75,7 +75,7 @@ def _settings(tag: str) -> Settings:
 def _workers(
     broker: Broker, tmp: Path, tag: str, env: dict[str, str], count: int = 1
 ) -> Iterator[list[WorkerProcess]]:
-    settings = _settings(tag)
+    settings = settings_for(tag)
     asyncio.run(apply_topics(broker, settings))
     base_env = {"A2UI_STREAM_HTTP_TOKENS": TOKEN, "A2UI_STREAM_SEAMS": "1", **env}
     workers = [WorkerProcess(broker, settings, f"{tag}{i}", tmp, base_env) for i in range(count)]

@@ -28,7 +28,7 @@ from app.shell.cli.broker import Broker
 from app.shell.cli.subscriber_client import SubscriberClient
 from app.shell.worker.kafka_io import read_topic
 from tests.integration.http_kit import TOKEN, Builder, Http, read_sse, runs_path, v2, wait_http
-from tests.integration.test_http import SEAM_V2, _settings
+from tests.integration.test_http import SEAM_V2, settings_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -97,7 +97,7 @@ HOSTILE = [
 @pytest.fixture(scope="module")
 def stack(broker: Broker, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("security")
-    settings = _settings("sec")
+    settings = settings_for("sec")
     asyncio.run(apply_topics(broker, settings))
     secrets = tmp / "secrets.json"
     secrets.write_text(
