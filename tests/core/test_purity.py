@@ -1,5 +1,6 @@
 """The dependency rule of STYLE.md, checked: ``app.core`` imports nothing that does I/O, reads
-the clock, the environment or randomness, and never the shell or the async/Kafka stack."""
+the clock, the environment or randomness, and never the shell, the devtools or the async/Kafka
+stack (the rooms of the shell and devtools: tests/shell/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ FORBIDDEN_MODULES = {
     "kafka",
     "asyncio",
     "app.shell",
+    "app.devtools",
     "socket",
     "subprocess",
     "os",
