@@ -7,8 +7,8 @@ Every error ends as one or two lines that say what to do (``app.shell.errors.rep
 traceback only with ``--debug``, which is accepted anywhere on the command line.
 
 The CLI's room (app/shell/cli/): the commands, the broker harness that ``up`` and ``broker``
-start, the subscriber client. May import: app.core, the shared shell modules, app.shell.worker
-and app.shell.http; app.devtools (``bench``, ``soak``) only inside functions, when the command
+start, the subscriber client. May import: app.core, the shared shell modules and
+app.shell.worker; app.devtools (``bench``, ``soak``) only inside functions, when the command
 line asks for them (tests/shell/test_layers.py).
 """
 
