@@ -24,7 +24,6 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from app.core.policy import HostPolicy
-from app.shell.cli.broker import Broker, BrokerFeatures
 from app.devtools.fault_kit import (
     RULES,
     WorkerProcess,
@@ -34,8 +33,9 @@ from app.devtools.fault_kit import (
     publish,
     wait_for_outcomes,
 )
-from app.shell.worker.metrics import Metrics
+from app.shell.cli.broker import Broker, BrokerFeatures
 from app.shell.settings import load_settings
+from app.shell.worker.metrics import Metrics
 from app.shell.worker.topics_admin import desired_for
 from app.shell.worker.validator_loop import ValidatorConfig, ValidatorLoop
 
