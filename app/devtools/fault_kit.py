@@ -135,13 +135,14 @@ class WorkerProcess:
     def start(self) -> None:
         self._note_exit()
         self.starts += 1
-        out = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.shell.cli", "worker"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=self.env(),
-        )
+        # the child writes to its own copy of the descriptor; ours is closed once it has started
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "app.shell.cli", "worker"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+            )
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

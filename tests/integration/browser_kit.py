@@ -5,6 +5,7 @@ on a laptop with the reason, fail in CI (CI=true or A2UI_STREAM_REQUIRE_KAFKA=1)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -83,7 +84,8 @@ class BrowserDriver:
             env=env,
         )
         self._lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         hello = self._answer(90)
         self.version = hello.get("version")
 
@@ -147,10 +149,19 @@ class BrowserDriver:
         except (AssertionError, OSError):
             pass
         finally:
+            # EOF on its stdin: the driver's read loop ends and node exits (while stdin is open,
+            # it stays up after "close" until killed)
+            if self.proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self.proc.stdin.close()
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait(timeout=30)
+            self._reader.join(timeout=10)  # its stdout ends with it
+            if self.proc.stdout is not None and not self._reader.is_alive():
+                self.proc.stdout.close()
             self._log.close()
 
 

@@ -127,13 +127,14 @@ def test_a_worker_on_a_fresh_kafka_logs_no_error(tmp_path: Path) -> None:
         A2UI_STREAM_HTTP_TOKENS="a-token-for-the-test",
         A2UI_STREAM_FAST_GROUPS="1",
     )
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "app.shell.cli", "worker"],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        env=env,
-    )
+    with log.open("wb") as out:  # the worker writes to its own copy of the descriptor
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "app.shell.cli", "worker"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+        )
     try:
         deadline = time.monotonic() + 120
         while "worker: ready" not in log.read_text():

@@ -224,11 +224,13 @@ async def test_subscribe_command_prints_validated_surfaces(
         stderr=subprocess.PIPE,
         text=True,
     )
+    stderr = cli.stderr
+    assert stderr is not None
     try:
         # Wait (bounded) until the registration is live, then publish two updates.
         deadline = time.monotonic() + 60
         while "subscribed as cli-test" not in (
-            cli.stderr.readline() if cli.poll() is None else "subscribed as cli-test"
+            stderr.readline() if cli.poll() is None else "subscribed as cli-test"
         ):
             assert time.monotonic() < deadline
         records = [
@@ -251,6 +253,8 @@ async def test_subscribe_command_prints_validated_surfaces(
     finally:
         cli.send_signal(signal.SIGINT)
         cli.wait(timeout=30)
+        stderr.close()
+        out.close()
         worker.stop()
     last = [line for line in lines if line["sequence"] == 1][-1]
     assert last["surface"]["components"]["t0"]["text"] == "hello again"

@@ -66,13 +66,14 @@ class Up:
             "A2UI_STREAM_DATA_DIR": str(tmp / "data"),
         }
         self.log = tmp / "up.log"
-        self.proc = subprocess.Popen(
-            [CLI, "up"],
-            stdout=self.log.open("wb"),
-            stderr=subprocess.STDOUT,
-            env=self.env,
-            cwd=ROOT,
-        )
+        with self.log.open("wb") as out:  # the child writes to its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [CLI, "up"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=ROOT,
+            )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

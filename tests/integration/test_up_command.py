@@ -138,3 +138,4 @@ def test_up_runs_the_embedded_broker_and_a_worker_until_ctrl_c(tmp_path) -> None
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        out.close()

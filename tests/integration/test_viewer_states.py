@@ -58,7 +58,8 @@ def _health(worker: WorkerProcess, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{worker.web_port}/health", timeout=3)
+            url = f"http://127.0.0.1:{worker.web_port}/health"
+            urllib.request.urlopen(url, timeout=3).close()
             return
         except OSError:
             time.sleep(0.3)
@@ -160,6 +161,7 @@ def test_a_worker_without_tokens_says_so_instead_of_asking(
     with pytest.raises(urllib.error.HTTPError) as answer:
         urllib.request.urlopen(f"{base}/ui/api/runs", timeout=10)
     assert answer.value.code == 401
+    answer.value.close()  # its response: the traceback's cycle would leave the socket to the GC
     browser.goto(f"{base}/ui/")
     browser.wait('[data-testid="no-tokens"]', "no token configured")
     page = browser.query("viewer-run-index")[0]["text"]

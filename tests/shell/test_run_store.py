@@ -118,15 +118,15 @@ def test_a_crash_mid_write_leaves_a_prefix_of_the_log_up_to_the_checkpoint(
     tail resumes there and the store never holds an event the checkpoint does not cover."""
     path = tmp_path / "s"
     for delay in (0.3, 0.7):
-        child = subprocess.Popen(
+        with subprocess.Popen(
             [sys.executable, "-c", WRITER, str(path)],
             stdout=subprocess.PIPE,
             cwd=Path(__file__).resolve().parents[2],
-        )
-        assert child.stdout is not None and child.stdout.readline() == b"open\n"
-        time.sleep(delay)
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
+        ) as child:  # closes its stdout pipe
+            assert child.stdout is not None and child.stdout.readline() == b"open\n"
+            time.sleep(delay)
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
         store = RunStore.open(path, TOPIC)
         assert not store.rebuilt
         checkpoint = store.checkpoint(0)

@@ -391,14 +391,15 @@ class _LocalKafka:
             raise BrokerUnavailableError(f"kafka storage format failed: {done.stderr[-2000:]}")
 
     def start(self) -> None:
-        out = open(self.work / "stdout.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(
-            self._java("kafka.Kafka", str(self.config)),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        # the broker writes to its own copy of the descriptor; ours is closed once it has started
+        with open(self.work / "stdout.log", "ab") as out:
+            self.proc = subprocess.Popen(
+                self._java("kafka.Kafka", str(self.config)),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         try:
             _wait_ready(self.bootstrap, timeout=90.0, what="local Apache Kafka", proc=self.proc)
         except BaseException:

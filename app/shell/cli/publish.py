@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -73,7 +74,7 @@ def request_limit(max_record_bytes: int) -> int:
 
 def _lines(path: str) -> list[bytes]:
     try:
-        data = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()  # noqa: SIM115
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         raise OperatorError(f"cannot read {path}: {exc.strerror}") from exc
     return [line for line in data.splitlines() if line.strip()]
