@@ -56,9 +56,11 @@ test: install ## run every test (a broker is started by the harness; see README)
 test-core: install ## run only the pure core tests (no broker)
 	$(VENV)/bin/pytest tests/core $(PYTEST_ARGS)
 
-lint: install ## ruff and mypy
+# mypy's packages (pyproject.toml) are app and tests: `mypy app` alone checks only the product.
+lint: install ## ruff check, ruff format --check, mypy (strict) on app and tests
 	$(VENV)/bin/ruff check app tests
-	$(VENV)/bin/mypy
+	$(VENV)/bin/ruff format --check app tests
+	$(VENV)/bin/mypy app tests
 
 kafka-jars: ## resolve Apache Kafka's jars from Maven Central into the cache (needs mvn)
 	bash scripts/fetch-kafka.sh

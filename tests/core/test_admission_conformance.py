@@ -4,6 +4,7 @@ through the pure ``decide`` (the seam's 201 is ``Admitted``, its 422/409 a ``Ref
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import orjson
 import pytest
@@ -223,8 +224,9 @@ def test_admission_c11_legacy_floor_1() -> None:
     assert _payload_bytes_in(first.event, V1_SURFACE)
     later = host.emit(envelope(copy.deepcopy(V1_LATER), schema_version=1))
     assert isinstance(later, Admitted) and later.sequence > first.sequence
-    assert host.state().v1_surface is not None
-    assert host.state().v1_surface.last.sequence == later.sequence
+    surface = host.state().v1_surface
+    assert surface is not None
+    assert surface.last.sequence == later.sequence
     fork = host.logs[RUN][: later.sequence]
     assert any(_payload_bytes_in(e, V1_SURFACE) for e in fork)
     # At floor 1 a version-2 envelope is above the floor.
@@ -349,7 +351,8 @@ def test_admission_16d_shape_refusals_are_envelope_invalid_on_v1() -> None:
     iframe["surface"]["components"].append({"component": "iframe", "src": "https://evil.example"})
     evil_target = copy.deepcopy(V1_SURFACE)
     evil_target["surface"]["components"][1]["action"]["target"] = "http://evil.example"
-    for payload in (iframe, evil_target, {"surface": {"components": []}}):
+    payloads: list[dict[str, Any]] = [iframe, evil_target, {"surface": {"components": []}}]
+    for payload in payloads:
         assert refused_code(host.emit(envelope(payload, schema_version=1))) == "envelope_invalid"
 
 

@@ -204,10 +204,10 @@ def test_config_refuses_what_admission_cannot_honour(overrides: dict[str, Any]) 
 
 def test_config_is_keyword_only_and_frozen() -> None:
     with pytest.raises(TypeError):
-        DiscoveryConfig(2, "warn", True, True, (), "0.1.0")  # type: ignore[misc]
+        DiscoveryConfig(2, "warn", True, True, (), "0.1.0")  # type: ignore[call-arg]
     with pytest.raises(AttributeError):
         config().floor = 1  # type: ignore[misc]
-    assert config(fixtures=["x"]).fixtures == ("x",)  # type: ignore[arg-type]
+    assert config(fixtures=["x"]).fixtures == ("x",)
 
 
 @pytest.mark.parametrize("floor", [0, 1, 2])

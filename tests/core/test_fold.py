@@ -126,7 +126,7 @@ def test_fold_warn_admitted_v1_envelope_with_v2_body_joins_the_fold() -> None:
 
 
 def test_fold_pmap_structural_sharing_keeps_old_versions() -> None:
-    versions = [PMap()]
+    versions: list[PMap[str, int]] = [PMap()]
     for i in range(200):
         versions.append(versions[-1].set(f"k{i}", i))
     for n, m in enumerate(versions):

@@ -559,7 +559,9 @@ def test_only_a_sealed_command_resolves_an_interrupt() -> None:
     assert _forged(run, action, ())["rule"] == "command-gateway"
     # the same record sealed by the gateway is decided
     assert isinstance(run.send(resolve), AppendMany)
-    assert run.state is not None and run.state.lifecycle.interrupt("gate")[0] == "resolved"
+    assert run.state is not None
+    gate = run.state.lifecycle.interrupt("gate")
+    assert gate is not None and gate[0] == "resolved"
 
 
 def test_a_policy_without_a_gateway_key_accepts_no_command_and_prints_no_secret() -> None:

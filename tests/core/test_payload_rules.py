@@ -990,7 +990,7 @@ def test_any_json_never_raises(rules: PayloadRules, value: Any) -> None:
             {"version": "v0.9", "catalogId": BASIC, "surfaceId": "s", "messages": [value]}
         )
     )
-    _assert_value(rules.check_v2(single(value)))  # type: ignore[arg-type]
+    _assert_value(rules.check_v2(single(value)))
     _assert_value(rules.check_v1({"catalogVersion": "0.9.1", "surface": {"components": [value]}}))
 
 

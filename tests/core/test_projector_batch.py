@@ -42,6 +42,7 @@ from app.core.projector_runs import (
 )
 from app.core.subscriber import DRIFT
 from app.core.subscriptions import Registry, register
+from app.core.surfaces import SurfaceKey
 from tests.core.projection_support import (
     BASIC,
     column,
@@ -502,7 +503,7 @@ def test_a_resync_for_an_evicted_run_caches_the_rebuilt_run_and_answers_in_full(
     )
     frame = orjson.loads(answer.record.value)
     assert frame["resync"] is True and frame["sequence"] == 1
-    assert frame["surface"] == run.projection.surfaces[(A, "s")].content
+    assert frame["surface"] == run.projection.surfaces[SurfaceKey(A, "s")].content
     cursor = answer.cursors[("d", "s")]
     assert (cursor.sequence, cursor.resyncs, cursor.out_of_sync) == (1, 1, False)
     assert answer.drift is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import orjson
 import pytest
@@ -117,7 +118,7 @@ def test_redaction_no_secret_survives(value: object) -> None:
 # --- SR-1 inside decide ------------------------------------------------------------------------
 
 
-def _admit(payload: dict[str, object], policy: HostPolicy, **kw: object) -> Admitted:
+def _admit(payload: dict[str, object], policy: HostPolicy, **kw: Any) -> Admitted:
     outcome = decide(record(envelope(payload, **kw)), None, policy, rules(), now=NOW)
     assert isinstance(outcome, Admitted), outcome
     return outcome
@@ -189,7 +190,7 @@ def _with_id(where: str) -> dict[str, object]:
     sid = "s"
     payload = v2(sid, create_msg(sid), components_msg(sid))
     env = envelope(payload)
-    components = payload["messages"][1]["updateComponents"]["components"]  # type: ignore[index]
+    components = payload["messages"][1]["updateComponents"]["components"]
     run_id = RUN
     if where == "runId":
         run_id = SECRET_RUN
@@ -200,7 +201,7 @@ def _with_id(where: str) -> dict[str, object]:
     elif where == "surfaceId":
         stamped = f"s-{KEY}"
         payload["surfaceId"] = stamped
-        for message in payload["messages"]:  # type: ignore[attr-defined]
+        for message in payload["messages"]:
             next(iter(message[k] for k in message if k != "version"))["surfaceId"] = stamped
     elif where == "component-id":
         components[2]["id"] = f"f{KEY}"

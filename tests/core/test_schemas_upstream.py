@@ -208,7 +208,7 @@ VALUE_MUTANTS: list[tuple[str, Any]] = [
     ("bool", True),
     ("list", ["a"]),
 ]
-EXCLUDED = {
+EXCLUDED: dict[str, dict[str, Any]] = {
     "Image": {"url": "https://evil.example/x.png"},
     "Video": {"url": "https://e.example/v"},
     "AudioPlayer": {"url": "https://e.example/a"},
@@ -693,7 +693,8 @@ def v1_corpus() -> Iterator[tuple[str, Any]]:
     yield "extra", {**V1_BASE, "x": 1}
     for version in ["0.9.1", "9.9.9", "0.9", "", 1]:
         yield f"catalogVersion-{version!r}", {**V1_BASE, "catalogVersion": version}
-    for label, value in [("int", 5), ("null", None), ("string", "x")]:
+    scalars: list[tuple[str, Any]] = [("int", 5), ("null", None), ("string", "x")]
+    for label, value in scalars:
         yield f"reasoning-{label}", {**V1_BASE, "reasoning": value}
         yield f"title-{label}", _v1_surface(title=value)
         yield f"components-{label}", _v1_surface(components=value)

@@ -484,7 +484,7 @@ try:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 except ImportError:  # pragma: no cover - hypothesis is a dev dependency
-    st = None
+    st = None  # type: ignore[assignment]
 
 if st is not None:
     _text = st.text(max_size=8)

@@ -42,7 +42,7 @@ from app.core.subscriber import (
     surface_problem,
     validate_surface,
 )
-from app.core.surfaces import Projection, project
+from app.core.surfaces import Projection, SurfaceKey, project
 from tests.core.admission_support import rules
 from tests.core.projection_support import (
     FULL_SURFACE_V0,
@@ -584,13 +584,15 @@ def test_subscriber_holds_a_surface_whose_own_full_frame_fails(
         view, outcome = receive(view, sent, rules(), T0 + n)
         outcomes.append(outcome)
     assert [type(o) for o in outcomes] == kinds
-    assert len(_reports(outcomes)) == 1 and _reports(outcomes)[0] == outcomes[0].report
+    first = outcomes[0]
+    assert not isinstance(first, Delivered), first
+    assert len(_reports(outcomes)) == 1 and _reports(outcomes)[0] == first.report
 
 
 def test_subscriber_keeps_delivering_the_runs_other_surfaces() -> None:
     """One invalid surface does not stop the run: its other surfaces are delivered, before,
     between and after the invalid one's frames, and the invalid one is never handed out."""
-    state, cursors = Projection(), {}
+    state, cursors = Projection(), dict[SurfaceKey, SubscriberCursor]()
     sub = Subscription("ui-7", delta=True)
     view, outcomes = SubscriberView(), []
     bodies = [_GOOD, _BAD_ID] + [

@@ -141,6 +141,7 @@ def test_surfaces_data_model_updates_share_untouched_subtrees() -> None:
     big = {"keep": {"deep": [1, 2, 3]}, "edit": {"x": 1}}
     state = fold(v2("s", create("s"), data("s", value=big)))
     _, (change,) = project(state, event(1, v2("s", data("s", path="/edit/x", value=2))))
+    assert change.new is not None and change.old is not None
     assert change.new.content["dataModel"]["keep"] is change.old.content["dataModel"]["keep"]
     assert change.old.content["dataModel"]["edit"] == {"x": 1}
 

@@ -22,6 +22,7 @@ from app.core.validator_batch import (
     PartitionPlan,
     PartitionState,
     Refetch,
+    Send,
     Topics,
     fork_events,
     plan_batch,
@@ -63,7 +64,7 @@ def _plan(
     plans = plan_batch(
         batch, owned, gathered=1, generation=1, policy=POLICY, rules=RULES, now=NOW, topics=TOPICS
     )
-    assert not isinstance(plans, Refetch)
+    assert isinstance(plans, tuple), plans  # neither a Refetch nor a Load
     return plans
 
 
@@ -108,7 +109,7 @@ def test_how_a_stream_is_cut_into_batches_changes_nothing(cut: int) -> None:
     records = _admission()[0]
     whole = _plan({0: records}, {0: _fresh()})[0]
     runs: dict[str, RunState] = {}
-    state, sends = _fresh(), []
+    state, sends = _fresh(), list[Send]()
     for first in range(0, len(records), cut):
         [plan] = _plan({0: records[first : first + cut]}, {0: state})
         runs.update(plan.runs)  # what the shell's store does once a plan is committed
@@ -197,6 +198,7 @@ def test_an_unrecordable_record_keeps_its_digest_not_its_bytes() -> None:
         TOPICS,
     )
     [send] = plan.sends
+    assert send.value is not None
     letter = orjson.loads(send.value)
     assert (send.topic, send.partition) == ("dead", 0)
     assert letter["code"] == "record_unrecordable" and letter["original"]["base64"] == ""
@@ -228,6 +230,7 @@ def test_a_record_for_an_evicted_run_waits_for_its_state() -> None:
     p = records[0].partition
     *before, last = records
     [plan] = _plan({p: before}, {p: _fresh()})
+    assert last.value is not None
     run_id = orjson.loads(last.value)["runId"]
     assert run_id in plan.runs
     keyless = SourceRecord("adm", p, last.offset, None, last.value)

@@ -166,7 +166,7 @@ def parse_sse(raw: bytes) -> list[SseEvent]:
 
 
 def read_sse(
-    base: str, path: str, *, until: int, headers: dict[str, str] | None = None, timeout=30
+    base: str, path: str, *, until: int, headers: dict[str, str] | None = None, timeout: float = 30
 ) -> list[SseEvent]:
     """Read an SSE stream until an event with id >= ``until`` arrived (or the server closed)."""
     sent = {"Accept": "text/event-stream", "Authorization": f"Bearer {TOKEN}", **(headers or {})}
@@ -278,7 +278,12 @@ class Builder:
         self.n = 0
 
     def envelope(
-        self, payload: Any, *, schema_version: int = 2, node_id: str | None = None, trust=None
+        self,
+        payload: Any,
+        *,
+        schema_version: int = 2,
+        node_id: str | None = None,
+        trust: Any = None,
     ) -> dict[str, Any]:
         self.n += 1
         env: dict[str, Any] = {

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from openwop_client import OpenwopClient
@@ -379,7 +380,7 @@ def test_a_producer_cannot_approve_a_gate_or_forge_a_click(host: Host) -> None:
     sid = b.sid("forge")
     assert host.emit(run, _gate_surface(b, sid, create=True))[0] == 201
     last = max(e["sequence"] for e in _events(host, run))
-    resolve = {
+    resolve: dict[str, Any] = {
         "runId": run,
         "command": {
             "type": "interrupt.resolve",
@@ -388,7 +389,7 @@ def test_a_producer_cannot_approve_a_gate_or_forge_a_click(host: Host) -> None:
             "expectedSequence": last,
         },
     }
-    click = {
+    click: dict[str, Any] = {
         "runId": run,
         "command": {
             "type": "action.submit",

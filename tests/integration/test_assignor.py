@@ -11,6 +11,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from app.shell.cli.broker import Broker
 from app.shell.worker.assignor import WarmAssignor, strategies
 from app.shell.worker.kafka_io import group_consumer
 
@@ -38,7 +39,9 @@ async def _assigned(consumers: list[AIOKafkaConsumer], total: int) -> list[set[i
 
 
 @pytest.mark.parametrize("b_first", [True, False])
-async def test_a_rejoining_worker_gets_its_warm_partitions_back(broker, b_first: bool) -> None:
+async def test_a_rejoining_worker_gets_its_warm_partitions_back(
+    broker: Broker, b_first: bool
+) -> None:
     topic = await _topic(broker.bootstrap, 6)
     group = f"assignor-{uuid.uuid4().hex[:8]}"
     warm = {"a": [0, 1, 2, 3, 4, 5], "b": [1, 3, 5]}
@@ -48,7 +51,7 @@ async def test_a_rejoining_worker_gets_its_warm_partitions_back(broker, b_first:
             broker.bootstrap,
             group,
             fast_groups=True,
-            assignors=strategies(WarmAssignor(worker, lambda w=worker: warm[w])),
+            assignors=strategies(WarmAssignor(worker, lambda: warm[worker])),
         )
         consumer.subscribe([topic])
         return consumer
@@ -64,7 +67,9 @@ async def test_a_rejoining_worker_gets_its_warm_partitions_back(broker, b_first:
         await asyncio.gather(*(c.stop() for c in consumers.values()))
 
 
-async def test_every_join_offers_the_whole_protocol_list(broker, monkeypatch) -> None:
+async def test_every_join_offers_the_whole_protocol_list(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """aiokafka 0.14 sends one JoinGroup per configured assignor, each offering only the
     assignors before it and itself (aio-libs/aiokafka#1168): with a fallback after ours, every
     join of a member rebalanced the group again, and two workers under load never settled (CI,
@@ -97,6 +102,6 @@ async def test_every_join_offers_the_whole_protocol_list(broker, monkeypatch) ->
         assert await _assigned([consumer], 2) == [{0, 1}]
     finally:
         await consumer.stop()
-    names = [a.name for a in configured]
+    names = [a.name for a in configured]  # type: ignore[attr-defined]  # strategies() says object
     assert offered, "no JoinGroup was sent"
     assert all(o == names for o in offered), offered

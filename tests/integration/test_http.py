@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import jsonpatch
 import pytest
@@ -340,7 +341,7 @@ def test_a_forged_fork_command_cannot_inject_events(floor2: list[Http], broker: 
     the events from the log itself, so offsets that do not hold the source run are refused."""
     http, b, run = floor2[0], Builder(), _run()
     _emit(http, run, b.envelope(v2(b.sid("src"), [create_msg()])))
-    forged = {
+    forged: dict[str, Any] = {
         "runId": "conf/forged-" + uuid.uuid4().hex,
         "command": {
             "type": "run.fork",

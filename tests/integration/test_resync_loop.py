@@ -204,7 +204,7 @@ async def test_an_invalid_recorded_surface_does_not_loop_and_the_run_keeps_rende
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         worker.stop()
-    requests = Counter()
+    requests: Counter[tuple[str, str]] = Counter()
     for record in await read_topic(broker.bootstrap, names["resync"]):
         if record.value is not None:
             request = orjson.loads(record.value)

@@ -13,6 +13,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from app.core.keys import log_key, partition_for_run
+from app.shell.cli.broker import Broker
 from app.shell.settings import Settings
 from app.shell.worker.run_index import PartitionUnsure, RunIndex
 from app.shell.worker.topics_admin import desired_for, ensure_topics
@@ -68,7 +69,7 @@ async def _append(bootstrap: str, topic: str, run: str, sequences: range, partit
 
 
 async def test_lookup_reads_to_the_log_end_before_answering_not_found(
-    broker, settings, tmp_path: Path
+    broker: Broker, settings: Settings, tmp_path: Path
 ) -> None:
     names = await _topics(broker.bootstrap, settings)
     partition = partition_for_run(RUN, settings.partitions)
@@ -93,7 +94,7 @@ async def test_lookup_reads_to_the_log_end_before_answering_not_found(
 
 
 async def test_a_restarted_index_resumes_from_its_checkpoint(
-    broker, settings, tmp_path: Path
+    broker: Broker, settings: Settings, tmp_path: Path
 ) -> None:
     """Issue 15: a worker's restore reads what it has not stored yet, not the whole log."""
     names = await _topics(broker.bootstrap, settings)
@@ -113,7 +114,7 @@ async def test_a_restarted_index_resumes_from_its_checkpoint(
 
 
 async def test_a_revoked_partition_leaves_and_its_readers_are_told(
-    broker, settings, tmp_path: Path
+    broker: Broker, settings: Settings, tmp_path: Path
 ) -> None:
     names = await _topics(broker.bootstrap, settings)
     partition = partition_for_run(RUN, settings.partitions)
@@ -135,7 +136,7 @@ async def test_a_revoked_partition_leaves_and_its_readers_are_told(
 
 
 async def test_a_partition_revoked_while_a_lookup_waits_is_unsure_not_absent(
-    broker, settings, tmp_path: Path
+    broker: Broker, settings: Settings, tmp_path: Path
 ) -> None:
     """A rebalance during a lookup: the run may well be recorded (its new owner has it), so
     the answer is PartitionUnsure (HTTP 503 with Retry-After), never None (HTTP 404). Before:
@@ -159,7 +160,7 @@ async def test_a_partition_revoked_while_a_lookup_waits_is_unsure_not_absent(
 
 
 async def test_a_run_committed_a_moment_ago_is_found_not_absent(
-    broker, settings, tmp_path: Path
+    broker: Broker, settings: Settings, tmp_path: Path
 ) -> None:
     """Kafka answers a transaction's commit once the coordinator has logged it; the markers
     that make its records readable ``read_committed`` are written to the partitions after

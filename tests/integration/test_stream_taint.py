@@ -148,8 +148,8 @@ def test_v1_taint_stays_sticky_on_every_read(floor1: Http) -> None:
     for query in ("?a2uiDelta=1", ""):
         read = http.get(runs_path(run, f"/events{query}", v1=True), headers=JSON)
         assert read.status == 200 and _doc_trust(read.body["events"]) == expected, query
-    resumed = http.get(runs_path(run, "/events", v1=True), headers={**JSON, "Last-Event-ID": "2"})
-    assert _doc_trust(resumed.body["events"]) == {3: "untrusted"}
+    after_2 = http.get(runs_path(run, "/events", v1=True), headers={**JSON, "Last-Event-ID": "2"})
+    assert _doc_trust(after_2.body["events"]) == {3: "untrusted"}
     poll = http.get(runs_path(run, "/events/poll?afterSequence=1&timeout=1"))
     assert poll.status == 200
     assert _doc_trust(poll.body["events"]) == {2: "untrusted", 3: "untrusted"}

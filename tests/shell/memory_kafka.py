@@ -35,6 +35,11 @@ class Rec:
     headers: list[tuple[str, bytes]] = field(default_factory=list)
     state: str = "committed"  # "pending" (in an open transaction) | "committed" | "aborted"
 
+    def body(self) -> bytes:
+        """The value of a record that has one (a tombstone has none: asking is a test's bug)."""
+        assert self.value is not None, self
+        return self.value
+
 
 @dataclass
 class _Txn:
@@ -105,7 +110,12 @@ class MemoryKafka:
         for rec in txn.records if txn else ():
             rec.state = "aborted"
 
-    def write(self, tid: str, epoch: int, rec_args: tuple[Any, ...]) -> None:
+    def write(
+        self,
+        tid: str,
+        epoch: int,
+        rec_args: tuple[str, int, bytes | None, bytes | None, Iterable[tuple[str, bytes]]],
+    ) -> None:
         self.check(tid, epoch)
         rec = self.append(*rec_args, state="pending")
         self.open.setdefault(tid, _Txn()).records.append(rec)

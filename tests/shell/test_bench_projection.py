@@ -7,6 +7,7 @@ import argparse
 
 import jsonpatch
 
+from app.core.patch import verified_diff
 from app.core.payload_rules import PayloadRules
 from app.devtools import bench_projection as bench
 from app.shell.schema_files import load_schema_documents
@@ -38,7 +39,7 @@ def test_bench_projection_parts_on_small_inputs() -> None:
         assert figures["delta_stream_bytes"] < figures["full_stream_bytes"]
     pairs = [(c.old.content, c.new.content) for c in v1 if c.old is not None]
     pairs += bench.random_pairs(200)
-    bad = bench._invalid(pairs, bench.verified_diff, jsonpatch)
+    bad = bench._invalid(pairs, verified_diff, jsonpatch)
     assert bad == {"jsonpatch_apply": 0, "ours_apply": 0, "unverified": 0}
     rows = bench.measure_fanout(v2)
     assert {(r["subscribers"], r["mode"]) for r in rows} == {

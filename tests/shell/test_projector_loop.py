@@ -19,7 +19,7 @@ import app.shell.worker.projector_loop as projector_loop
 from app.core.keys import log_key, partition_for_run
 from app.core.policy import HostPolicy
 from app.core.subscriptions import register
-from app.core.surfaces import replay
+from app.core.surfaces import SurfaceKey, replay
 from app.shell.worker.projector_loop import ProjectorConfig, ProjectorLoop
 from tests.core.projection_support import column, components, create, data, event, text, v2
 from tests.shell.memory_kafka import MemoryConsumer, MemoryKafka
@@ -72,7 +72,9 @@ class Producer:
 
 def _loop(kafka: MemoryKafka, monkeypatch: pytest.MonkeyPatch, cache: int = 10_000) -> Any:
     fields = {f.name for f in dataclasses.fields(ProjectorConfig)}
-    extra = {"partitions": PARTITIONS, "cache_surfaces": cache} if "partitions" in fields else {}
+    extra: dict[str, Any] = (
+        {"partitions": PARTITIONS, "cache_surfaces": cache} if "partitions" in fields else {}
+    )
     config = ProjectorConfig(
         bootstrap="memory",
         log_topic=LOG,
@@ -83,7 +85,7 @@ def _loop(kafka: MemoryKafka, monkeypatch: pytest.MonkeyPatch, cache: int = 10_0
         group_id=GROUP,
         **extra,
     )
-    loop = ProjectorLoop(config, HostPolicy())
+    loop: Any = ProjectorLoop(config, HostPolicy())  # given a counter and two stand-ins below
     loop.consumer = Consumer(kafka, GROUP)
     loop.producer = Producer(kafka)
     loop.consumer.subscribe([LOG], listener=projector_loop._Rebalance(loop))
@@ -243,7 +245,7 @@ def _subscribe(loop: Any, sid: str, delta: bool) -> None:
 def _last_full(kafka: MemoryKafka, topic: str) -> dict[tuple[str, str], dict[str, Any]]:
     last: dict[tuple[str, str], dict[str, Any]] = {}
     for record in kafka.visible(topic, 0):
-        frame = orjson.loads(record.value)
+        frame = orjson.loads(record.body())
         if frame["kind"] == "full":
             last[(frame["runId"], frame["surfaceId"])] = frame
     return last
@@ -274,7 +276,7 @@ async def test_a_cache_of_one_surface_sends_what_the_unbounded_one_sends(
         full = _last_full(kafka, "sub-full")
         for key, surface in want.surfaces.items():
             assert full[(key.run_id, key.surface_id)]["surface"] == surface.content
-        sent[cache] = [r.value for r in kafka.visible("sub-full", 0)]
+        sent[cache] = [r.body() for r in kafka.visible("sub-full", 0)]
         if cache == 1:
             assert loop.evicted > 0 and loop.rebuilt["log"] > 0
             # a resync for the run evicted longest ago, twice at once: one answer
@@ -283,12 +285,12 @@ async def test_a_cache_of_one_surface_sends_what_the_unbounded_one_sends(
             assert runs[0] not in loop.runs
             await asyncio.gather(loop._answer(value, (0, 7)), loop._answer(value, (0, 7)))
             answers = [
-                orjson.loads(r.value)
+                orjson.loads(r.body())
                 for r in kafka.visible("sub-delta", 0)
                 if dict(r.headers).get("a2ui-resync") == b"0:7"
             ]
             assert len(answers) == 1
-            assert answers[0]["surface"] == want.surfaces[(runs[0], "s")].content
+            assert answers[0]["surface"] == want.surfaces[SurfaceKey(runs[0], "s")].content
     # The full subscriber's stream is the same, frame for frame, with and without the bound.
     assert sent[1] == sent[10_000]
 
@@ -297,7 +299,7 @@ async def test_a_cache_of_one_surface_sends_what_the_unbounded_one_sends(
 
 
 def _frames_of(kafka: MemoryKafka, topic: str) -> list[dict[str, Any]]:
-    return [orjson.loads(r.value) for r in kafka.visible(topic, 0)]
+    return [orjson.loads(r.body()) for r in kafka.visible(topic, 0)]
 
 
 def _gate_log_reads(loop: Any) -> tuple[asyncio.Event, asyncio.Event]:
@@ -349,7 +351,7 @@ async def test_a_partition_revoked_while_its_batch_rebuilds_is_not_projected_by_
     sent = _frames_of(kafka, "sub-full")
     assert [(f["runId"], f["sequence"]) for f in sent] == [(mine, 2)]
     want = replay([e for e in _events(kafka) if e["runId"] == mine]).surfaces
-    assert sent[0]["surface"] == want[(mine, "s")].content
+    assert sent[0]["surface"] == want[SurfaceKey(mine, "s")].content
     assert kafka.committed[(GROUP, LOG, 0)] == 3 and kafka.committed[(GROUP, LOG, 1)] == 2
     assert set(loop.runs) == {mine}
 
@@ -385,7 +387,10 @@ async def test_a_batch_gathered_before_an_assignment_is_fetched_again_and_the_fi
     full = [(f["runId"], f["sequence"]) for f in _frames_of(kafka, "sub-full")]
     assert sorted(full) == [(given, 1), (given, 2), (here, 0), (here, 1)]
     want = replay(_events(kafka)).surfaces
-    assert _last_full(kafka, "sub-full")[(given, "s")]["surface"] == want[(given, "s")].content
+    assert (
+        _last_full(kafka, "sub-full")[(given, "s")]["surface"]
+        == want[SurfaceKey(given, "s")].content
+    )
     delta = [
         (f["kind"], f["sequence"]) for f in _frames_of(kafka, "sub-delta") if f["runId"] == given
     ]

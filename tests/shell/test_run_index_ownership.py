@@ -52,8 +52,8 @@ async def test_a_revoke_that_comes_while_an_assignment_is_applied_stands(tmp_pat
     index = _index(tmp_path)
     index.assigned(frozenset({0, 3, 4, 5}))
     consumer = _Consumer(lambda n: index.revoked(frozenset({3, 4, 5})) if n == 2 else None)
-    await index._apply_changes(consumer)  # type: ignore[arg-type]
-    await index._apply_changes(consumer)  # type: ignore[arg-type]
+    await index._apply_changes(consumer)
+    await index._apply_changes(consumer)
     assert index.owned == {0}
     assert {tp.partition for tp in consumer.assignment} == {0}
     assert set(index._targets) == {0}  # only an owned partition is waited on to be ready
@@ -71,9 +71,9 @@ async def test_an_assignment_after_a_revoke_is_applied(tmp_path: Path) -> None:
             index.assigned(frozenset({2}))
 
     consumer = _Consumer(during)
-    await index._apply_changes(consumer)  # type: ignore[arg-type]
+    await index._apply_changes(consumer)
     if index._changed:
-        await index._apply_changes(consumer)  # type: ignore[arg-type]
+        await index._apply_changes(consumer)
     assert index.owned == {1, 2}
     assert {tp.partition for tp in consumer.assignment} == {1, 2}
     assert {tp.partition for tp in consumer.seeks} == {1, 2}

@@ -11,7 +11,7 @@ the same loop against Apache Kafka; no test there uses this double.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -465,7 +465,7 @@ async def test_without_transactions_a_changelog_behind_the_log_is_caught_up_from
 
 
 async def _restart(
-    stage: Stage, worker: str, transactions: str = "on", chunks: list[list[Published]] = ()
+    stage: Stage, worker: str, transactions: str = "on", chunks: Sequence[list[Published]] = ()
 ) -> dict[str, int]:
     """A member that takes every partition, decides ``chunks`` published one after the other
     (a batch or more each) and stops: how it restored, what it read."""
@@ -523,7 +523,7 @@ async def test_with_a_long_commit_interval_the_restore_folds_the_log_since_the_l
         for first in range(0, 150, 30):
             stage.publish(records[first : first + 30])
             await until(stage.decided, "decided by w1")
-        w1._flush_idle = _no_flush  # type: ignore[method-assign]  # it crashes: no last flush
+        w1._flush_idle = _no_flush  # it crashes: no last flush
     second = await _restart(stage, "w2", chunks=[records[150:]])
     assert second["changelog"] == PARTITIONS and second["replay"] == 0
     assert second["read-log"] > 0  # the tail since the first flush
@@ -555,14 +555,14 @@ async def test_a_flush_spread_over_busy_runs_still_ends_with_its_checkpoint(
     from it."""
     records = _corpus(16, runs=12, per_run=20)
     async with stage.member(replace(_config("w1"), changelog_flush_runs=1)) as w1:
-        w1._flush_idle = _no_flush  # type: ignore[method-assign]
+        w1._flush_idle = _no_flush
         await w1.member.assign(_tps())
         for first in range(0, 180, 12):
             stage.publish(records[first : first + 12])
             await until(stage.decided, "decided by w1")
         for p in range(PARTITIONS):  # past the restore's own checkpoint (offset 0)
             points = [r for r in stage.kafka.visible(STATE, p) if r.key == CHECKPOINT_KEY]
-            point = decode_checkpoint(points[-1].value)
+            point = decode_checkpoint(points[-1].body())
             assert point is not None and point.next_offset > 0, f"partition {p}"
     second = await _restart(stage, "w2", chunks=[records[180:]])
     assert second["changelog"] == PARTITIONS and second["replay"] == 0
@@ -602,11 +602,11 @@ async def test_a_record_the_log_will_not_take_becomes_unrecordable(stage: Stage)
         stage.publish(records)
         await until(lambda: stage.outcomes() >= 2, "both records have an outcome")
     [letter] = [
-        orjson.loads(r.value) for p in range(PARTITIONS) for r in stage.kafka.visible(DEAD, p)
+        orjson.loads(r.body()) for p in range(PARTITIONS) for r in stage.kafka.visible(DEAD, p)
     ]
     assert letter["code"] == "record_unrecordable" and letter["original"]["base64"] == ""
     [event] = [
-        orjson.loads(r.value) for p in range(PARTITIONS) for r in stage.kafka.visible(LOG, p)
+        orjson.loads(r.body()) for p in range(PARTITIONS) for r in stage.kafka.visible(LOG, p)
     ]
     assert event["sequence"] == 0 and event["causationId"] == after["envelope"]["correlationId"]
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from app.shell.http.viewer import ViewerPages
@@ -56,16 +57,22 @@ def dist(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _body(response: web.StreamResponse) -> bytes:
+    """The bytes of a response the pages answered in full (not streamed)."""
+    assert isinstance(response, web.Response) and isinstance(response.body, bytes), response
+    return response.body
+
+
 def _pages(dist: Path, *, auth: bool = False) -> tuple[ViewerPages, FakeIndex]:
     index = FakeIndex()
-    return ViewerPages(index, auth=auth, tokens=("t0k",), dist=dist), index  # type: ignore[arg-type]
+    return ViewerPages(index, auth=auth, tokens=("t0k",), dist=dist), index
 
 
 async def test_every_page_is_the_app_with_a_strict_policy(dist: Path) -> None:
     pages, _ = _pages(dist)
     for path in ("/ui/", "/ui/runs/acme~2Fr1"):
         response = await pages.page(make_mocked_request("GET", path))
-        assert response.status == 200 and b"a2ui-viewer" in response.body
+        assert response.status == 200 and b"a2ui-viewer" in _body(response)
         assert "default-src 'none'" in response.headers["Content-Security-Policy"]
         assert response.headers["X-Content-Type-Options"] == "nosniff"
     redirect = await pages.redirect(make_mocked_request("GET", "/ui"))
@@ -87,7 +94,8 @@ async def test_missing_build_answers_how_to_build(tmp_path: Path) -> None:
     pages, _ = _pages(tmp_path / "nothing-here")
     response = await pages.page(make_mocked_request("GET", "/ui/"))
     assert response.status == 503
-    assert "make viewer" in response.text and "npm ci" in response.text
+    text = _body(response).decode()
+    assert "make viewer" in text and "npm ci" in text
 
 
 async def test_runs_listing_and_its_bearer_rule(dist: Path) -> None:
@@ -103,7 +111,7 @@ async def test_runs_listing_and_its_bearer_rule(dist: Path) -> None:
     assert (await pages.runs(wrong)).status == 401
     right = make_mocked_request("GET", "/ui/api/runs", headers={"Authorization": "Bearer t0k"})
     response = await pages.runs(right)
-    body = orjson.loads(response.body)
+    body = orjson.loads(_body(response))
     assert response.status == 200 and body["ready"] is True and body["total"] == 2
     assert [(r["runId"], r["lastSequence"], r["status"]) for r in body["runs"]] == [
         ("acme/r1", 1, "running"),
@@ -137,16 +145,16 @@ async def test_the_listing_gathers_every_owners_runs(dist: Path) -> None:
     gatherer = FakeGatherer({"http://127.0.0.1:7001": other})
     owners = FakeOwners({0}, {"inst-b": "http://127.0.0.1:7001"}, {0, 1, 2})
     pages = ViewerPages(
-        index,  # type: ignore[arg-type]
+        index,
         auth=True,
         tokens=("t0k",),
         dist=dist,
-        owners=owners,  # type: ignore[arg-type]
+        owners=owners,
         gatherer=gatherer,
         worker_id="w-a",
     )
     request = make_mocked_request("GET", "/ui/api/runs", headers={"Authorization": "Bearer t0k"})
-    body = orjson.loads((await pages.runs(request)).body)
+    body = orjson.loads(_body(await pages.runs(request)))
     assert [r["runId"] for r in body["runs"]] == ["acme/there", "acme/here"]
     assert body["total"] == 2 and body["ready"] is True
     ((origin, headers),) = gatherer.asked
@@ -154,7 +162,7 @@ async def test_the_listing_gathers_every_owners_runs(dist: Path) -> None:
     assert headers["Authorization"] == "Bearer t0k" and headers["A2UI-Stream-Forwarded"] == "w-a"
     # an owner that does not answer, or a partition nobody claims: a partial list, not ready
     gatherer.answers.clear()
-    body = orjson.loads((await pages.runs(request)).body)
+    body = orjson.loads(_body(await pages.runs(request)))
     assert [r["runId"] for r in body["runs"]] == ["acme/here"] and body["ready"] is False
     # a forwarded listing answers with this worker's own runs only
     forwarded = make_mocked_request(
@@ -163,5 +171,5 @@ async def test_the_listing_gathers_every_owners_runs(dist: Path) -> None:
         headers={"Authorization": "Bearer t0k", "A2UI-Stream-Forwarded": "w-b"},
     )
     gatherer.asked.clear()
-    body = orjson.loads((await pages.runs(forwarded)).body)
+    body = orjson.loads(_body(await pages.runs(forwarded)))
     assert [r["runId"] for r in body["runs"]] == ["acme/here"] and gatherer.asked == []

@@ -69,7 +69,7 @@ async def _serve(tmp_path: Path, **env: str) -> AsyncIterator[Any]:
         }
     )
     app, _topics = create_app(settings, "127.0.0.1:9")  # no broker: only the web server runs
-    web = app.web
+    web: Any = app.web  # faust types it as its base Web; the aiohttp driver's has start_server
     web.init_server()
     await web.start_server()
     try:
