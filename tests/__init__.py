@@ -1,0 +1,1 @@
+"""The tests, in three tiers: core (pure), shell (in-memory doubles), integration (a broker)."""

@@ -87,9 +87,14 @@ RECORDED_EVENT_SCHEMA_VERSION: Final = 1
 class Rules(Protocol):
     """The schema checks ``decide`` needs (implemented by app.core.payload_rules.PayloadRules)."""
 
-    def check_record(self, record: Any) -> Violation | None: ...
-    def check_v1(self, payload: Any) -> Violation | None: ...
-    def check_v2(self, payload: Any) -> Violation | None: ...
+    def check_record(self, record: Any) -> Violation | None:
+        """The envelope-record schema's refusal, or None."""
+
+    def check_v1(self, payload: Any) -> Violation | None:
+        """The refusal of a version-1 payload (schemas, limits, policy), or None."""
+
+    def check_v2(self, payload: Any) -> Violation | None:
+        """The refusal of a version-2 payload (schemas, limits, policy), or None."""
 
 
 class Admitted(FrozenValue):
@@ -109,6 +114,7 @@ class Admitted(FrozenValue):
 
     @property
     def sequence(self) -> int:
+        """The run sequence ``event`` is recorded at."""
         return int(self.event["sequence"])
 
 

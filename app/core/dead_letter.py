@@ -50,6 +50,9 @@ def dead_letter(
     secrets: Secrets = (),
     keep_bytes: bool = True,
 ) -> dict[str, Any]:
+    """The dead letter (schemas/dead-letter) of the record at ``topic``/``partition``/``offset``
+    refused with ``violation``, redacted as the module docstring says; ``keep_bytes=False`` keeps
+    none of the original bytes."""
     raw = original or b""
     kept = raw if keep_bytes else b""
     if secrets:

@@ -357,11 +357,13 @@ class Prepared:
         return self._delta_reason
 
     def full_bytes(self) -> bytes:
+        """The full frame of the change, encoded once and kept."""
         if self._full_bytes is None:
             self._full_bytes = encode_frame(full_frame(self.change.new, self.content))
         return self._full_bytes
 
     def delta_bytes(self) -> bytes:
+        """The delta frame of the change (without ``digest``), encoded once and kept."""
         if self._delta_bytes is None:
             self._delta_bytes = self._encode_delta(None)
         return self._delta_bytes

@@ -265,7 +265,7 @@ class ForkPoint:
         self.lineage = tuple(lineage)
 
 
-def fork_request(
+def fork_request(  # noqa: C901 - §9/§16f body checks in the spec's order, one refusal each
     source_run_id: str,
     child_run_id: str,
     body: Any,

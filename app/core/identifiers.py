@@ -70,7 +70,7 @@ def secret_in(text: str, secrets: Secrets) -> str | None:
     return None
 
 
-def identifiers(record: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:
+def identifiers(record: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:  # noqa: C901 - one defensive walk of the record's shape, level by level
     """``(JSON Pointer, what it is, value)`` for every identifier of an admission record. Only
     the shape is assumed that the record schema guarantees (``runId``, an ``envelope``
     object); the payload is walked defensively, whatever it holds."""

@@ -73,4 +73,5 @@ def run_of_log_key(key: bytes) -> str:
 
 
 def sequence_of_log_key(key: bytes) -> int:
+    """The sequence a per-run log key names (``log_key``'s ``sequence``)."""
     return int(key.decode("utf-8").rpartition(_SEPARATOR)[2])

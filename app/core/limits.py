@@ -343,7 +343,7 @@ def _plain_components(messages: list[Any], kinds: tuple[str, ...]) -> bool:
 _SCHEMA_MAX_COMPONENTS: Final = 512
 
 
-def _check_v2(payload: Any, kinds: tuple[str, ...], limits: Limits) -> Violation | None:
+def _check_v2(payload: Any, kinds: tuple[str, ...], limits: Limits) -> Violation | None:  # noqa: C901 - the compiled hot path: one pass over the messages
     # Every check with its pointer (the careful path; ``plainly_within`` screens the usual case).
     if "reasoning" in payload:
         found = _scan_at(

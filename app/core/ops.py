@@ -105,6 +105,7 @@ class Original:
 
     @property
     def text(self) -> str:
+        """The kept bytes as text (invalid UTF-8 replaced), for display."""
         return self.data.decode("utf-8", "replace")
 
     @property
@@ -114,6 +115,7 @@ class Original:
 
 
 def original_of(letter: Mapping[str, Any]) -> Original:
+    """The ``original`` of a dead letter, decoded; what is missing or malformed reads as empty."""
     original = letter.get("original") or {}
     try:
         data = base64.b64decode(str(original.get("base64", "")), validate=True)
@@ -143,6 +145,8 @@ class Resubmission:
 
 @dataclass(frozen=True, slots=True)
 class NotReplayable:
+    """A dead letter that cannot be re-submitted as it is, and why."""
+
     source: Position
     reason: str
 

@@ -442,7 +442,7 @@ def _ops(patch: Any) -> Iterator[tuple[int, dict[str, Any]]]:
         yield index, op
 
 
-def apply_patch(doc: Any, patch: Any) -> Any:
+def apply_patch(doc: Any, patch: Any) -> Any:  # noqa: C901 - RFC 6902 §4's ops in one dispatch, one branch per op
     """Apply an RFC 6902 patch STRICTLY and return the new document; ``doc`` and ``patch`` are
     never mutated. Raises ``PatchError`` on the first operation that cannot apply (§5: then
     nothing applies): an unknown op or ``test`` (excluded from transport frames by RFC 0114),

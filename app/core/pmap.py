@@ -126,6 +126,7 @@ class PMap(Mapping[K, V], Generic[K, V]):
                 )
 
     def set(self, key: K, value: V) -> PMap[K, V]:
+        """A new map with ``key`` set to ``value``; this one is unchanged (structural sharing)."""
         new: PMap[K, V] = PMap()
         small = self._small
         if small is not None and (key in small or len(small) < _SMALL):  # the common, hot case
@@ -147,6 +148,7 @@ class PMap(Mapping[K, V], Generic[K, V]):
         return cast(V, v)
 
     def get(self, key: K, default: Any = None) -> Any:
+        """The value of ``key``, or ``default``, as ``dict.get``."""
         small = self._small
         if small is not None:
             return small.get(key, default)
@@ -177,6 +179,7 @@ class PMap(Mapping[K, V], Generic[K, V]):
         return (k for k, _ in self.items())
 
     def items(self) -> Iterator[tuple[K, V]]:  # type: ignore[override]
+        """The ``(key, value)`` pairs, over a snapshot of the map."""
         if self._small is not None:
             return iter(list(self._small.items()))
         return _iter(self._root)

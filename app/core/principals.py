@@ -121,11 +121,14 @@ class Malformed:
 
     @property
     def message(self) -> str:
+        """The problem, prefixed with where in the file it is."""
         return f"{self.where}: {self.problem}" if self.where else self.problem
 
 
 @dataclass(frozen=True)
 class Allowed:
+    """The caller may do what it asked: ``principal`` is who it is."""
+
     principal: Principal
 
 

@@ -89,10 +89,12 @@ class LogRecord(Protocol):
     """A record of the per-run log as fetched (an aiokafka ConsumerRecord)."""
 
     @property
-    def offset(self) -> int: ...
+    def offset(self) -> int:
+        """The record's offset in its partition."""
 
     @property
-    def value(self) -> bytes | None: ...
+    def value(self) -> bytes | None:
+        """The record's value (None: a tombstone)."""
 
 
 @dataclass(frozen=True, slots=True)

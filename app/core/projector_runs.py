@@ -74,10 +74,12 @@ class RunSurfaces(NamedTuple):
 
     @property
     def surface_count(self) -> int:
+        """How many surfaces the run holds (what the cache bound counts)."""
         return len(self.projection.surfaces)
 
 
 def empty_run(run_id: str) -> RunSurfaces:
+    """A run with no surfaces yet (nothing folded)."""
     return RunSurfaces(run_id, Projection())
 
 
@@ -121,13 +123,16 @@ class Cached(Protocol):
     subscriber holds of its surfaces."""
 
     @property
-    def partition(self) -> int: ...
+    def partition(self) -> int:
+        """The log partition the run is on."""
 
     @property
-    def run(self) -> RunSurfaces: ...
+    def run(self) -> RunSurfaces:
+        """The run's surfaces as folded so far."""
 
     @property
-    def cursors(self) -> Mapping[CursorKey, SubscriberCursor]: ...
+    def cursors(self) -> Mapping[CursorKey, SubscriberCursor]:
+        """What each subscriber holds of the run's surfaces."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,7 @@ class Violation:
             raise ValueError(f"unregistered refusal code {self.code!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        """The refusal as JSON members (a dead letter's and an error body's fields)."""
         return {
             "code": self.code,
             "rule": self.rule,

@@ -99,6 +99,7 @@ class Route:
         object.__setattr__(self, "pattern", _compile(self.path))
 
     def takes(self, method: str) -> bool:
+        """Whether the route answers ``method`` (HEAD wherever GET is served)."""
         return (
             ANY in self.methods
             or method in self.methods
@@ -256,6 +257,8 @@ def served(routes: Iterable[Route], *, seams: bool, envelope_accept: bool) -> tu
 
 @dataclass(frozen=True, slots=True)
 class Matched:
+    """The request's route, with the values of its path parameters."""
+
     route: Route
     params: Mapping[str, str]
 

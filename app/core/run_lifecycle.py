@@ -55,6 +55,7 @@ def status_after(status: str, event_type: str) -> str:
 
 
 def status_of(event_types: Iterable[str]) -> str:
+    """The run status after ``event_types``, in order, from the initial status."""
     status = INITIAL_STATUS
     for event_type in event_types:
         status = status_after(status, event_type)

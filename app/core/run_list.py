@@ -91,11 +91,14 @@ class Row(NamedTuple):
 
     @property
     def key(self) -> tuple[int, str]:
+        """The row's place in the list: the most recently updated first, then by runId."""
         return (-self.updated_ms, self.run_id)
 
 
 @dataclass(frozen=True, slots=True)
 class ListQuery:
+    """One page's query of the run list: its size, the cursor after which it starts, filters."""
+
     limit: int = DEFAULT_LIMIT
     after: tuple[int, str] | None = None  # (updated_ms, runId) of the previous page's last row
     workflow_id: str | None = None

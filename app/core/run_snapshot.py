@@ -69,6 +69,8 @@ def compact(state: RunState) -> RunState:
 
 
 def is_compact(state: RunState) -> bool:
+    """Whether ``state`` is already as ``compact`` leaves a terminal run: no surfaces,
+    correlations, v1 surface or interrupts."""
     return (
         not state.surfaces
         and not state.correlations
@@ -78,6 +80,7 @@ def is_compact(state: RunState) -> bool:
 
 
 def encode_state(state: RunState) -> bytes:
+    """The changelog record of ``state`` (``decode_state`` reads it)."""
     return orjson.dumps({"format": FORMAT, "state": dump(state)})
 
 
@@ -96,6 +99,7 @@ def decode_state(run_id: str, value: bytes) -> RunState | None:
 
 
 def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
+    """The changelog's checkpoint record (``decode_checkpoint`` reads it)."""
     return orjson.dumps(
         {
             "format": FORMAT,
@@ -110,6 +114,7 @@ def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
 
 
 def decode_checkpoint(value: bytes) -> Checkpoint | None:
+    """The checkpoint a changelog record holds; None when it is not one this version wrote."""
     obj = _object(value)
     found = obj.get("checkpoint") if obj is not None else None
     if not isinstance(found, dict):

@@ -195,6 +195,7 @@ class Lifecycle(NamedTuple):
     lineage: tuple[str, ...] = ()
 
     def interrupt(self, node_id: str) -> tuple[str, int] | None:
+        """``(state, sequence)`` of the interrupt at node ``node_id``, or None when it has none."""
         for node, state, sequence in self.interrupts:
             if node == node_id:
                 return state, sequence
@@ -236,6 +237,7 @@ class RunState(FrozenValue):
         return initial_state(run_id)
 
     def surface_status(self, surface_id: str) -> FoldStatus:
+        """The fold status of surface ``surface_id`` (``absent``: the state holds none)."""
         found = self.surfaces.get(surface_id)
         return "absent" if found is None else found.status
 

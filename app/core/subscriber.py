@@ -106,9 +106,11 @@ RESYNC_BACKOFF_CAP = 60.0  # the longest wait between two requests for one surfa
 class Rules(Protocol):
     """What the subscriber needs from ``app.core.payload_rules.PayloadRules``."""
 
-    def check_v1(self, payload: Any) -> Violation | None: ...
+    def check_v1(self, payload: Any) -> Violation | None:
+        """The refusal of a version-1 surface payload, or None."""
 
-    def check_v2(self, payload: Any) -> Violation | None: ...
+    def check_v2(self, payload: Any) -> Violation | None:
+        """The refusal of a version-2 surface payload, or None."""
 
 
 class HeldSurface(NamedTuple):
@@ -229,10 +231,12 @@ class SubscriberView(NamedTuple):
     troubles: PMap[tuple[str, str], Trouble] = _EMPTY_TROUBLES
 
     def get(self, run_id: str, surface_id: str) -> HeldSurface | None:
+        """The surface held for ``(run_id, surface_id)``, or None."""
         found: HeldSurface | None = self.surfaces.get((run_id, surface_id))
         return found
 
     def trouble(self, run_id: str, surface_id: str) -> Trouble | None:
+        """Why the surface ``(run_id, surface_id)`` is not delivered, or None."""
         found: Trouble | None = self.troubles.get((run_id, surface_id))
         return found
 
@@ -420,7 +424,7 @@ def _decode(frame: bytes | Mapping[str, Any]) -> Any:
     return frame
 
 
-def _frame_problem(frame: Mapping[str, Any]) -> str | None:
+def _frame_problem(frame: Mapping[str, Any]) -> str | None:  # noqa: C901 - the frame schema's checks in order, one return per rule
     kind = frame.get("kind")
     if kind not in ("full", "delta"):
         return f"unknown frame kind {str(kind)[:40]!r}"
@@ -573,7 +577,7 @@ def _sequence_of(frame: Mapping[str, Any]) -> int | None:
 # --- the step ------------------------------------------------------------------------------------
 
 
-def receive(
+def receive(  # noqa: C901 - the subscriber's one choke point (full or delta)
     view: SubscriberView,
     frame: bytes | Mapping[str, Any],
     rules: Rules,

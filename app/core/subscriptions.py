@@ -31,12 +31,15 @@ MAX_FULL_EVERY = 100_000
 
 @dataclass(frozen=True, slots=True)
 class Subscription:
+    """A subscriber's registration: which runs it follows and how it takes frames."""
+
     subscriber_id: str
     runs: frozenset[str] | None  # None: every run ("*")
     delta: bool
     full_every: int  # ``fullEvery``: deltas between digest checks (app.core.frames)
 
     def follows(self, run_id: str) -> bool:
+        """Whether the subscriber follows run ``run_id``."""
         return self.runs is None or run_id in self.runs
 
 
@@ -72,6 +75,7 @@ def parse_subscription(value: bytes) -> Subscription | str:
 
 
 def encode_subscription(sub: Subscription) -> bytes:
+    """The registration record of ``sub`` on the subscriptions topic."""
     runs: Any = "*" if sub.runs is None else sorted(sub.runs)
     return orjson.dumps(
         {
@@ -106,4 +110,5 @@ def register(
 
 
 def subscribers_for(registry: Registry, run_id: str) -> tuple[Subscription, ...]:
+    """The registrations that follow run ``run_id``."""
     return tuple(sub for sub in registry.values() if sub.follows(run_id))

@@ -139,6 +139,7 @@ class Projection(NamedTuple):
     heads: PMap[str, int] = _EMPTY
 
     def surfaces_of(self, run_id: str) -> tuple[Surface, ...]:
+        """The surfaces of run ``run_id``."""
         return tuple(s for k, s in self.surfaces.items() if k.run_id == run_id)
 
 

@@ -24,6 +24,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class TopicSpec:
+    """A topic as topics/ defines it: name, partitions, replication and configs."""
+
     id: str
     name: str
     partitions: int
@@ -33,6 +35,8 @@ class TopicSpec:
 
 @dataclass(frozen=True)
 class ActualTopic:
+    """A topic as the broker describes it."""
+
     name: str
     partitions: int
     config: Mapping[str, str] | None  # None when the broker cannot describe configs
@@ -40,6 +44,8 @@ class ActualTopic:
 
 @dataclass(frozen=True)
 class Drift:
+    """Where a topic on the broker differs from its definition."""
+
     topic: str
     what: str  # "partitions" or a config key
     expected: str
@@ -48,6 +54,9 @@ class Drift:
 
 @dataclass(frozen=True)
 class TopicPlan:
+    """What applying the definitions takes: topics to create, drift to report, topics left unchecked
+    or found as defined."""
+
     create: tuple[TopicSpec, ...]
     drift: tuple[Drift, ...]
     unchecked: tuple[str, ...]  # topics whose configs the broker would not describe
@@ -78,6 +87,7 @@ def desired_topics(
 def subscriber_topic(
     definitions: Mapping[str, Any], subscriber_id: str, *, prefix: str, replication: int
 ) -> TopicSpec:
+    """The topic of subscriber ``subscriber_id``, from topics/' subscriber template."""
     template = next(t for t in definitions["templates"] if t["id"] == "subscriber")
     return TopicSpec(
         id="subscriber",
@@ -89,6 +99,7 @@ def subscriber_topic(
 
 
 def plan(desired: Sequence[TopicSpec], actual: Mapping[str, ActualTopic]) -> TopicPlan:
+    """Compare the desired topics with the broker's: what to create and where they differ."""
     create: list[TopicSpec] = []
     drift: list[Drift] = []
     unchecked: list[str] = []

@@ -70,6 +70,9 @@ class SourceRecord:
 
 @dataclass(frozen=True, slots=True)
 class Append:
+    """Append ``value`` at ``sequence`` of the run's log with ``key``; ``state`` is the run state
+    after it; ``drift`` as ``Admitted.drift``."""
+
     run_id: str
     sequence: int
     key: bytes
@@ -91,6 +94,8 @@ class AppendMany:
 
 @dataclass(frozen=True, slots=True)
 class Reject:
+    """Dead-letter ``value`` (a dead letter with ``code``) under ``key``."""
+
     key: bytes | None
     value: bytes
     code: str
@@ -99,6 +104,9 @@ class Reject:
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
+    """E2 re-emission (``Deduplicated``): ``correlation_id`` is recorded already, at
+    ``sequence``; nothing is appended."""
+
     run_id: str
     correlation_id: str
     sequence: int
@@ -166,7 +174,7 @@ def _reject(
     return Reject(key, orjson.dumps(letter), violation.code, letter["runId"])
 
 
-def validate(
+def validate(  # noqa: C901 - the validator's one choke point, a refusal per return
     source: SourceRecord,
     state_of: Callable[[str], RunState | None],
     policy: HostPolicy,

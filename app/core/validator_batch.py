@@ -405,16 +405,20 @@ class Stored(Protocol):
     ConsumerRecord)."""
 
     @property
-    def offset(self) -> int: ...
+    def offset(self) -> int:
+        """The record's offset in its partition."""
 
     @property
-    def key(self) -> bytes | None: ...
+    def key(self) -> bytes | None:
+        """The record's key."""
 
     @property
-    def value(self) -> bytes | None: ...
+    def value(self) -> bytes | None:
+        """The record's value (None: a tombstone)."""
 
     @property
-    def headers(self) -> Sequence[tuple[str, bytes]]: ...
+    def headers(self) -> Sequence[tuple[str, bytes]]:
+        """The record's headers."""
 
 
 # -- fork sources -----------------------------------------------------------------------------

@@ -78,6 +78,7 @@ class Restored:
     raw: Mapping[str, bytes] = field(default_factory=dict)
 
     def state(self, committed: int | None = None) -> PartitionState:
+        """The partition's state, resumed at ``committed`` (default: where the restore ended)."""
         start = self.start if committed is None else committed
         return PartitionState(self.runs, start, self.seen, self.log_from, self.dead_from)
 

@@ -349,7 +349,7 @@ class Published:
     correlation_id: str | None
 
 
-def corpus(runs: int, per_run: int, seed: int, prefix: str = "run") -> list[Published]:
+def corpus(runs: int, per_run: int, seed: int, prefix: str = "run") -> list[Published]:  # noqa: C901 - one weighted roll per record, read top to bottom
     """A mixed stream: valid surface lifecycles, fold violations, excluded components, bad
     shapes, undecodable bytes and producer re-sends of earlier correlationIds, interleaved
     across runs."""

@@ -129,7 +129,7 @@ def _outputs(plan: PartitionPlan) -> list[tuple[str, bytes | None, bytes | None]
     restores=st.lists(st.booleans(), min_size=12, max_size=12),
     flushes=st.lists(st.integers(0, 6), min_size=12, max_size=12),
 )
-def test_a_restore_from_the_changelog_equals_a_replay_of_the_log(
+def test_a_restore_from_the_changelog_equals_a_replay_of_the_log(  # noqa: C901 - the law simulates the loop's batches
     seed: int, cuts: list[int], lost: list[bool], restores: list[bool], flushes: list[int]
 ) -> None:
     """``flushes[i]``: how many run states batch i's commit writes (0: no flush, 6: all of

@@ -1,0 +1,1 @@
+"""Integration tests: the worker and its commands against a real broker."""

@@ -142,7 +142,7 @@ async def _raw(broker: Broker, topic: str, run: str, value: bytes) -> None:
         await producer.stop()
 
 
-def test_nothing_unsafe_or_secret_reaches_any_subscriber_and_taint_sticks(stack) -> None:  # type: ignore[no-untyped-def]
+def test_nothing_unsafe_or_secret_reaches_any_subscriber_and_taint_sticks(stack) -> None:  # type: ignore[no-untyped-def]  # noqa: C901 - one story, step by step
     broker, settings, worker, http = stack
     run, b = f"sec/{uuid.uuid4().hex}", Builder()
     sid = b.sid("s1")

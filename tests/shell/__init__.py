@@ -1,0 +1,1 @@
+"""Shell tests: the loops, stores and handlers against in-memory doubles."""

@@ -234,7 +234,7 @@ class RunStreams:
             self.open_streams -= 1
         return response
 
-    async def _pump(
+    async def _pump(  # noqa: C901 - §9's modes in the one loop a stream runs
         self,
         response: web.StreamResponse,
         run: RunLog,
