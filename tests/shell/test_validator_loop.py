@@ -257,7 +257,7 @@ async def test_offsets_join_only_the_transactions_that_write_a_checkpoint(
             if stage.kafka.committed.get((GROUP, ADMISSION, p), 0) < w1.partitions[p].next_offset
         ]
         assert decided and lagging == decided
-        w1._flush_idle = _no_flush  # type: ignore[method-assign]  # it crashes: no last flush
+        w1._flush_idle = _no_flush  # it crashes: no last flush
     second = await _restart(stage, "w2", chunks=[records[150:]])
     assert second["changelog"] == PARTITIONS and second["replay"] == 0
     _clean(stage.account())
