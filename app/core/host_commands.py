@@ -3,7 +3,10 @@ decided by the validator like envelopes so that the run's single writer assigns 
 
 Role: pure decisions. A command record is ``{runId, command: {...}}`` (schemas/host-command);
 ``decide_command`` turns it, the run's state and what the shell fetched from the log into the
-events to append, or a ``Violation`` (a dead letter, as for any refused record).
+events to append, or a ``Violation`` (a dead letter, as for any refused record). It dispatches
+by the command's type through the table ``COMMANDS`` (each type's handler and the rules it
+refuses by, in order); app.core.validator ``ADMISSION`` places that dispatch in the order of
+the whole decision (after the gateway seal and the identifier check).
 
 Commands:
 
@@ -43,7 +46,8 @@ May import: the standard library and app.core.* (pure).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple
 
 from app.core.identifiers import run_id_error
 from app.core.redaction import Secrets, redact
@@ -61,12 +65,14 @@ from app.core.rules import (
     SURFACE_LIVE,
     SURFACE_UNCHANGED,
     UNTRUSTED_BLOCKS_APPROVAL,
+    Rule,
     refuse,
 )
 from app.core.run_lifecycle import MAX_LINEAGE, TERMINAL_STATUSES
 from app.core.run_state import RunState
 
 __all__ = [
+    "COMMANDS",
     "HOST_EVENT_SCHEMA_VERSION",
     "FORK_MODES",
     "ForkSource",
@@ -169,14 +175,8 @@ def _copy(event: Mapping[str, Any], run_id: str, event_id: str) -> dict[str, Any
     return copied
 
 
-def _fork(
-    record: Mapping[str, Any],
-    command: Mapping[str, Any],
-    state: RunState,
-    fetched: Callable[[ForkSource], Sequence[Mapping[str, Any]] | None],
-    now: str,
-    event_id_for: Callable[[str, int], str],
-) -> list[dict[str, Any]] | Violation:
+def _fork(call: _Call) -> Violation | None:
+    record, command, state, event_id_for = call.record, call.command, call.state, call.event_id_for
     mode = command.get("mode")
     if mode not in FORK_MODES:
         return _invalid("/command/mode", f"mode must be one of {list(FORK_MODES)}, not {mode!r}")
@@ -197,7 +197,7 @@ def _fork(
             f"run {child!r} already has {state.next_sequence} events: a fork creates a new run",
             {"runStatus": "exists"},
         )
-    events = fetched(source) if source.from_seq > 0 else ()
+    events = call.fetched(source) if source.from_seq > 0 else ()
     if events is None or len(events) != source.from_seq:
         return refuse(
             FORK_SOURCE,
@@ -206,8 +206,8 @@ def _fork(
             f"{source.source_run_id!r} at the offsets given",
             {"fromSeq": source.from_seq},
         )
-    out: list[dict[str, Any]] = []
-    for expected, event in enumerate(events):
+    out = call.events  # the copies, then the marker (``call.emit`` is not used: a copy is
+    for expected, event in enumerate(events):  # recorded as it was, not as a host event)
         if event.get("runId") != source.source_run_id or event.get("sequence") != expected:
             return refuse(
                 FORK_SOURCE,
@@ -240,37 +240,51 @@ def _fork(
             "run.forked",
             marker,
             event_id=event_id_for(child, source.from_seq),
-            now=now,
+            now=call.now,
         )
     )
-    return out
+    return None
 
 
-class _Emit:
-    """Builds the host events of one command from the run's next sequence."""
+class _Call:
+    """One command being decided: its record, the run's state, what the shell fetched, and the
+    host events it appends (``emit`` builds them from the run's next sequence)."""
+
+    __slots__ = (
+        "record",
+        "command",
+        "state",
+        "fetched",
+        "now",
+        "event_id_for",
+        "secrets",
+        "events",
+    )
 
     def __init__(
-        self, run_id: str, state: RunState, now: str, event_id_for: Callable[[str, int], str]
+        self,
+        record: Mapping[str, Any],
+        command: Mapping[str, Any],
+        state: RunState,
+        fetched: Callable[[ForkSource], Sequence[Mapping[str, Any]] | None],
+        now: str,
+        event_id_for: Callable[[str, int], str],
+        secrets: Secrets,
     ) -> None:
-        self.run_id, self.next, self.now, self.event_id_for = (
-            run_id,
-            state.next_sequence,
-            now,
-            (event_id_for),
-        )
+        self.record, self.command, self.state, self.fetched = record, command, state, fetched
+        self.now, self.event_id_for, self.secrets = now, event_id_for, secrets
         self.events: list[dict[str, Any]] = []
 
-    def __call__(
-        self, event_type: str, payload: Mapping[str, Any], node_id: str | None = None
-    ) -> None:
-        sequence = self.next + len(self.events)
+    def emit(self, event_type: str, payload: Mapping[str, Any], node_id: str | None = None) -> None:
+        run_id = self.state.run_id
+        sequence = self.state.next_sequence + len(self.events)
         self.events.append(
             host_event(
-                self.run_id,
+                run_id,
                 sequence,
                 event_type,
                 payload,
-                event_id=self.event_id_for(self.run_id, sequence),
+                event_id=self.event_id_for(run_id, sequence),
                 now=self.now,
                 node_id=node_id,
             )
@@ -288,7 +302,8 @@ def _terminal(state: RunState) -> Violation | None:
     return None
 
 
-def _create(command: Mapping[str, Any], state: RunState, emit: _Emit) -> Violation | None:
+def _create(call: _Call) -> Violation | None:
+    command, state, emit = call.command, call.state, call.emit
     workflow = command.get("workflowId")
     if not isinstance(workflow, str) or not 1 <= len(workflow) <= 256:
         return _invalid("/command/workflowId", "workflowId must be a string of 1..256 chars")
@@ -310,13 +325,14 @@ def _create(command: Mapping[str, Any], state: RunState, emit: _Emit) -> Violati
     return None
 
 
-def _cancel(state: RunState, emit: _Emit) -> Violation | None:
+def _cancel(call: _Call) -> Violation | None:
+    state = call.state
     if state.next_sequence == 0:
         return refuse(RUN_EXISTS, "/runId", f"no run {state.run_id!r}")
     ended = _terminal(state)
     if ended is not None:
         return ended
-    emit("run.cancelled", {})
+    call.emit("run.cancelled", {})
     return None
 
 
@@ -325,9 +341,8 @@ def _expected(command: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
-def _resolve(
-    command: Mapping[str, Any], state: RunState, emit: _Emit, secrets: Secrets
-) -> Violation | None:
+def _resolve(call: _Call) -> Violation | None:
+    command, state, emit, secrets = call.command, call.state, call.emit, call.secrets
     node = command.get("nodeId")
     if not isinstance(node, str) or not node:
         return _invalid("/command/nodeId", "nodeId must be a non-empty string")
@@ -380,9 +395,8 @@ def _resolve(
     return None
 
 
-def _action(
-    command: Mapping[str, Any], state: RunState, emit: _Emit, secrets: Secrets
-) -> Violation | None:
+def _action(call: _Call) -> Violation | None:
+    command, state, emit, secrets = call.command, call.state, call.emit, call.secrets
     name = command.get("name")
     if name not in ACTION_NAMES:  # a2ui-action-confinement
         return refuse(
@@ -445,6 +459,37 @@ def _action(
     return None
 
 
+# The commands by type (STYLE rule 1): each with the rules it can refuse by, in the order it
+# first applies each, and its handler. ``decide_command`` dispatches here; an unknown type, or a
+# record whose ``command`` is not an object, is ``host-command`` before any of them.
+# (app.core.validator.ADMISSION places this dispatch in the order of the whole decision.)
+COMMANDS: Final[Mapping[str, tuple[tuple[Rule, ...], Callable[[_Call], Violation | None]]]] = (
+    MappingProxyType(
+        {
+            "run.create": ((HOST_COMMAND, RUN_FRESH), _create),
+            "run.cancel": ((RUN_EXISTS, RUN_LIVE), _cancel),
+            "interrupt.resolve": (
+                (HOST_COMMAND, INTERRUPT_PENDING, UNTRUSTED_BLOCKS_APPROVAL),
+                _resolve,
+            ),
+            "action.submit": (
+                (
+                    ACTION_CONFINEMENT,
+                    RUN_LIVE,
+                    HOST_COMMAND,
+                    SURFACE_LIVE,
+                    SURFACE_FINAL,
+                    UNTRUSTED_BLOCKS_APPROVAL,
+                    SURFACE_UNCHANGED,
+                ),
+                _action,
+            ),
+            "run.fork": ((HOST_COMMAND, FORK_TARGET_FRESH, FORK_SOURCE), _fork),
+        }
+    )
+)
+
+
 def resume_of(event: Mapping[str, Any]) -> dict[str, Any] | None:
     """The record for the resumes topic (schemas/resume) that an accepted action or a resolved
     interrupt produces, for the orchestrator; None for other events."""
@@ -483,17 +528,9 @@ def decide_command(
     if not isinstance(command, dict):
         return _invalid("/command", "a command record is {runId, command: {type, ...}}")
     kind = command.get("type")
-    if kind == "run.fork":
-        return _fork(record, command, state, fetched, now, event_id_for)
-    emit = _Emit(state.run_id, state, now, event_id_for)
-    if kind == "run.create":
-        refused = _create(command, state, emit)
-    elif kind == "run.cancel":
-        refused = _cancel(state, emit)
-    elif kind == "interrupt.resolve":
-        refused = _resolve(command, state, emit, secrets)
-    elif kind == "action.submit":
-        refused = _action(command, state, emit, secrets)
-    else:
+    entry = COMMANDS.get(kind) if isinstance(kind, str) else None  # a list is unhashable
+    if entry is None:
         return _invalid("/command/type", f"unknown host command {kind!r}")
-    return refused if refused is not None else emit.events
+    call = _Call(record, command, state, fetched, now, event_id_for, secrets)
+    refused = entry[1](call)
+    return refused if refused is not None else call.events
