@@ -1,9 +1,10 @@
 """Intake: the bytes of one admission-topic record -> an admission record, or a Violation.
 
-Pure: standard library, orjson and app.core. This is the part of admission that runs before
-the decision: a record that is too large, not UTF-8, not JSON, ambiguous JSON, or whose Kafka
-key disagrees with its runId never reaches ``decide`` (docs/pipeline.md). Every one is a value,
-never an exception, so the validator never crashes on a poison record.
+Pure: standard library, orjson and app.core. This is the first stage of the admission order
+(app.core.validator ``ADMISSION``), the table ``INTAKE`` here: a record that is too large, not
+UTF-8, not JSON, ambiguous JSON, or whose Kafka key disagrees with its runId never reaches
+``decide`` (docs/pipeline.md). Every one is a value, never an exception, so the validator
+never crashes on a poison record.
 
 Ambiguous JSON (RFC 7493, I-JSON) is refused because two readers of the same bytes would see
 two different records, and the log must mean to every consumer what the producer meant:
@@ -25,8 +26,9 @@ encodes 254) is ``record_limit_exceeded``, rule ``depth``, here too.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -42,10 +44,19 @@ from app.core.rules import (
     RECORD_KEY,
     RECORD_SIZE,
     RECORD_UTF8,
+    Rule,
     refuse,
 )
 
-__all__ = ["DEFAULT_MAX_RECORD_BYTES", "Intake", "read_admission", "read_body"]
+__all__ = [
+    "DEFAULT_MAX_RECORD_BYTES",
+    "INTAKE",
+    "Intake",
+    "IntakeStep",
+    "Reading",
+    "read_admission",
+    "read_body",
+]
 
 DEFAULT_MAX_RECORD_BYTES = 1_048_576
 
@@ -64,22 +75,43 @@ def _run_id_of(record: Any) -> str | None:
     return run_id if isinstance(run_id, str) else None
 
 
-def read_admission(
-    key: bytes | None, value: bytes | None, *, max_bytes: int = DEFAULT_MAX_RECORD_BYTES
-) -> Intake | Violation:
-    """Decode one admission-topic record. The size limit is checked before any parsing."""
-    if value is None:
+class Reading:
+    """The working values of reading one record's bytes (local to one decision): the steps of
+    ``INTAKE`` fill ``record`` and, once every step passed, ``run_id``. app.core.validator
+    decides the whole record on a subclass of it, so intake allocates nothing of its own."""
+
+    __slots__ = ("key", "value", "max_bytes", "record", "run_id")
+
+    def __init__(self, key: bytes | None, value: bytes | None, max_bytes: int) -> None:
+        self.key = key
+        self.value = value
+        self.max_bytes = max_bytes
+        self.record: Any = None
+        self.run_id: str | None = None  # the record's runId, once intake admitted the bytes
+
+
+def _value(reading: Reading) -> Violation | None:
+    if reading.value is None:
         return refuse(RECORD_BYTES, "", "the record has no value (a tombstone?)")
-    if len(value) > max_bytes:
+    return None
+
+
+def _size(reading: Reading) -> Violation | None:
+    size = len(reading.value or b"")
+    if size > reading.max_bytes:
         return refuse(
             RECORD_SIZE,
             "",
-            f"the record is {len(value)} bytes; the limit is {max_bytes} "
+            f"the record is {size} bytes; the limit is {reading.max_bytes} "
             "(A2UI_STREAM_MAX_RECORD_BYTES); it was refused before parsing",
-            {"size": len(value), "limit": max_bytes},
+            {"size": size, "limit": reading.max_bytes},
         )
+    return None
+
+
+def _utf8(reading: Reading) -> Violation | None:
     try:
-        value.decode("utf-8")
+        (reading.value or b"").decode("utf-8")
     except UnicodeDecodeError as exc:
         return refuse(
             RECORD_UTF8,
@@ -87,14 +119,24 @@ def read_admission(
             f"the record is not UTF-8 (byte {exc.start}: {exc.reason})",
             {"offset": exc.start},
         )
+    return None
+
+
+def _json(reading: Reading) -> Violation | None:
     try:
-        record = orjson.loads(value)
+        reading.record = orjson.loads(reading.value or b"")
     except orjson.JSONDecodeError as exc:
         return _not_parsed(exc)
-    ambiguous = _ambiguity(value, record)
-    if ambiguous is not None:
-        return ambiguous
-    run_id = _run_id_of(record)
+    return None
+
+
+def _exact(reading: Reading) -> Violation | None:
+    return _ambiguity(reading.value or b"", reading.record)
+
+
+def _key(reading: Reading) -> Violation | None:
+    run_id = _run_id_of(reading.record)
+    key = reading.key
     if key is not None and run_id is not None:
         try:
             key_text = key.decode("utf-8")
@@ -109,7 +151,39 @@ def read_admission(
                 "the Kafka key must equal the record's runId (UTF-8): publish with key=runId",
                 {"key": key.decode("utf-8", "replace"), "runId": run_id},
             )
-    return Intake(record, run_id)
+    reading.run_id = run_id
+    return None
+
+
+IntakeStep = tuple[str, tuple[Rule, ...], Callable[[Reading], Violation | None]]
+
+# The intake stage of the admission order (app.core.validator ADMISSION): each step's name,
+# the rules it refuses by, its check. The size before any parsing; the exact-JSON check
+# (duplicate names, inexact integers, nesting orjson cannot encode) before anything reads a
+# member; the key last, against the runId the exact parse vouched for.
+INTAKE: Final[tuple[IntakeStep, ...]] = (
+    ("record-bytes", (RECORD_BYTES,), _value),
+    ("record-size", (RECORD_SIZE,), _size),
+    ("record-utf8", (RECORD_UTF8,), _utf8),
+    ("record-json", (RECORD_JSON, DEPTH, NUMBER_RANGE), _json),
+    ("record-exact", (DEPTH, RECORD_DUPLICATE_KEY, NUMBER_RANGE), _exact),
+    ("record-key", (RECORD_KEY,), _key),
+)
+
+
+def read_admission(
+    key: bytes | None, value: bytes | None, *, max_bytes: int = DEFAULT_MAX_RECORD_BYTES
+) -> Intake | Violation:
+    """Decode one admission-topic record: the steps of ``INTAKE`` in order (the size limit
+    before any parsing). The worker's validator walks the same steps inside the whole order
+    (app.core.validator); this is intake alone, for ``a2ui-stream check`` and the fork
+    prefetch."""
+    reading = Reading(key, value, max_bytes)
+    for _name, _rules, check in INTAKE:
+        refused = check(reading)
+        if refused is not None:
+            return refused
+    return Intake(reading.record, reading.run_id)
 
 
 def read_body(
