@@ -2,8 +2,8 @@
 host policy -> ``Admitted`` | ``Refused`` | ``Deduplicated``. Outcomes are data (STYLE rule 2);
 the shell records, dead-letters or acknowledges.
 
-The rule order is the table ``STEPS`` (STYLE rule 1), exactly openwop-a2ui.md §5 ("Step order
-in the v2 reference host" and the normative list):
+The rule order is the table ``STEPS`` (STYLE rule 1; each step with the rules it refuses by),
+exactly openwop-a2ui.md §5 ("Step order in the v2 reference host" and the normative list):
 
   1. envelope-shape   the record and the AI envelope shape            -> validation_error
   2. kind-catalog     universal kinds or ``policy.kinds``              -> unknown_envelope_kind
@@ -27,12 +27,13 @@ in the v2 reference host" and the normative list):
                       the limits (a secret's marker can outgrow a maxLength) -> envelope_invalid
      then trust normalization, sticky taint, record (``fold.apply``).
 
-A refusal records nothing and leaves the state untouched (§5 (7)). ``run_terminal`` (the
-reference host's first step) is decided before this table, not in it: the run state carries
-the run's lifecycle (``RunState.lifecycle``, folded from its host events), and the validator
-(app.core.validator.validate) refuses an envelope for a cancelled, completed or failed run
-with ``run_terminal``, rule ``run-live``, before it calls ``decide``; a host command on such a
-run is refused by app.core.host_commands. ``decide`` itself does not read the status.
+A refusal records nothing and leaves the state untouched (§5 (7)). ``STEPS`` is the envelope
+stage of the admission order of one record, from its bytes to its outcome:
+app.core.validator ``ADMISSION`` puts intake, the run's checks, and ``run_terminal`` (rule
+``run-live``, the reference host's first step) before ``decide``, and ``encode_event`` after
+it; a host command on an ended run is refused by app.core.host_commands. The run state
+carries the run's lifecycle (``RunState.lifecycle``, folded from its host events); ``decide``
+itself does not read the status.
 
 May import: the standard library, orjson and app.core.* (pure). Time and ids come in as
 arguments: ``now`` (RFC 3339) and optionally ``event_id``.
@@ -57,13 +58,26 @@ from app.core.policy import SURFACE_KIND, UNIVERSAL_KINDS, HostPolicy
 from app.core.redaction import Secrets, prepare, redact, redact_text, redact_violation
 from app.core.refusal import Violation
 from app.core.rules import (
+    BRANCH,
+    CATALOG_EQUALITY,
+    CATALOG_VERSION,
+    CHILDREN_CYCLE,
+    CHILDREN_DEPTH,
+    COMPONENTS,
     CORRELATION,
+    DATA_PATH,
     DEPTH,
+    ENVELOPE_SHAPE,
     FLOOR,
+    FOLD,
+    IDENTIFIER_SECRET,
     KIND_CATALOG,
     REDACTION_INVALID,
     RUN_KEY,
     STRICTNESS,
+    STRING_CHARS,
+    SURFACE_ID_EQUALITY,
+    Rule,
     refuse,
 )
 from app.core.run_state import FrozenValue, Recorded, RunState, initial_state
@@ -421,19 +435,27 @@ def _redaction(ctx: _Ctx) -> Violation | Deduplicated | None:
     )
 
 
-# The rule order (openwop-a2ui.md §5). One choke point applies it: ``decide``.
-STEPS: Final[tuple[tuple[str, Step], ...]] = (
-    ("envelope-shape", _envelope_shape),
-    ("kind-catalog", _kind_catalog),
-    ("correlation", _correlation),
-    ("floor", _floor),
-    ("branch", _branch),
-    ("limits", _limits),
-    ("identifiers", _identifiers),
-    ("cross-field", _cross_field),
-    ("fold", _fold),
-    ("children", _children),
-    ("redaction", _redaction),
+# The rule order (openwop-a2ui.md §5): each step's name, the rules it refuses by (within a
+# step, which comes first depends on the record: the first violation its walk meets) and its
+# check. One function applies it: ``decide``. This is the envelope stage of the whole order of
+# one record (app.core.validator ``ADMISSION``), where docs/admission.md's rule order comes
+# from.
+STEPS: Final[tuple[tuple[str, tuple[Rule, ...], Step], ...]] = (
+    ("envelope-shape", (ENVELOPE_SHAPE, RUN_KEY), _envelope_shape),
+    ("kind-catalog", (KIND_CATALOG,), _kind_catalog),
+    ("correlation", (CORRELATION,), _correlation),
+    ("floor", (FLOOR, STRICTNESS), _floor),
+    ("branch", (BRANCH, CATALOG_VERSION), _branch),
+    (
+        "limits",
+        (DEPTH, STRING_CHARS, COMPONENTS, CHILDREN_DEPTH, CHILDREN_CYCLE, DATA_PATH),
+        _limits,
+    ),
+    ("identifiers", (IDENTIFIER_SECRET,), _identifiers),
+    ("cross-field", (SURFACE_ID_EQUALITY, CATALOG_EQUALITY), _cross_field),
+    ("fold", (FOLD,), _fold),
+    ("children", (CHILDREN_CYCLE,), _children),
+    ("redaction", (REDACTION_INVALID,), _redaction),
 )
 
 
@@ -510,7 +532,7 @@ def decide(
     Never raises on any JSON value as ``record`` (STYLE rule 3).
     """
     ctx = _Ctx(record, state, policy, rules)
-    for _name, step in STEPS:
+    for _name, _rules, step in STEPS:
         result = step(ctx)
         if result is None:
             continue

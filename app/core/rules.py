@@ -11,7 +11,10 @@ docs/admission.md, whose rule list ``scripts/rules_doc.py`` writes from this tab
 
 Each entry: ``id``; ``code``, the refusal code it refuses with (app.core.refusal ``CODES``),
 and ``also``, the other codes it refuses with in some cases (none but ``interrupt-pending``);
-``step``, where it is applied; ``spec``, the section of the digest it implements
+``step``, where it is applied: a stage or a step of the admission order of one record
+(app.core.validator ``RULE_ORDER``, docs/admission.md "Rule order"), or, outside it, ``action``
+(an action checked at HTTP, app.core.actions) and ``write`` (the broker would not take an
+outcome, app.core.validator_batch); ``spec``, the section of the digest it implements
 (openwop-a2ui.md, a2ui-v09.md) or "ours" for a rule of this host (most guard the dead-letter
 path: bytes that never became an admission record, limits the spec leaves to the host);
 ``advice``, one line for the producer.
@@ -151,34 +154,34 @@ RECORD_KEY: Final = _rule(
     "publish each record with key = its runId (UTF-8)",
 )
 
-# --- the validator, around the decision (app.core.validator) ----------------------------------
+# --- the validator, around the decision (app.core.validator ADMISSION) --------------------------
 
 RUN_ID: Final = _rule(
-    "run-id", "validation_error", "validator", "ours",
+    "run-id", "validation_error", "run", "ours",
     "use a runId <tenant>/<id> (or one segment) of ASCII letters, digits and . _ ~ -",
 )
 RECORD_PARTITION: Final = _rule(
-    "record-partition", "record_key_mismatch", "validator", "ours",
+    "record-partition", "record_key_mismatch", "run", "ours",
     "publish with key = runId and the default partitioner, so a run stays on one partition",
 )
 RECORD_SHAPE: Final = _rule(
-    "record-shape", "validation_error", "validator", "ours",
+    "record-shape", "validation_error", "run", "ours",
     "send {runId, envelope} or {runId, command}, never both",
 )
 COMMAND_GATEWAY: Final = _rule(
-    "command-gateway", "forbidden", "validator", "ours",
+    "command-gateway", "forbidden", "command", "ours",
     "issue host commands through the HTTP API; workers share one A2UI_STREAM_GATEWAY_KEY",
 )
 RUN_LIVE: Final = _rule(
-    "run-live", "run_terminal", "validator, host command", "openwop-a2ui.md §5, §13",
+    "run-live", "run_terminal", "envelope, command", "openwop-a2ui.md §5, §13",
     "a cancelled, completed or failed run takes nothing more: start a new run",
 )
 RECORD_WRITE: Final = _rule(
-    "record-write", "record_unrecordable", "validator", "ours",
+    "record-write", "record_unrecordable", "write", "ours",
     "the broker would not take the outcome (ours to fix): report it with the record",
 )
 ENCODE: Final = _rule(
-    "encode", "record_unrecordable", "host command", "ours",
+    "encode", "record_unrecordable", "command", "ours",
     "a host command's events could not be encoded (ours to fix): report it",
 )
 
@@ -257,51 +260,51 @@ REDACTION_INVALID: Final = _rule(
     "keep registered secrets out of text near its length limit (the marker must fit)",
 )
 
-# --- host commands (app.core.host_commands), decided by the validator --------------------------
+# --- host commands (app.core.host_commands COMMANDS), decided by the validator -----------------
 
 HOST_COMMAND: Final = _rule(
-    "host-command", "validation_error", "host command", "ours",
+    "host-command", "validation_error", "command", "ours",
     "send a host command as schemas/host-command defines (the message names the member)",
 )
 RUN_FRESH: Final = _rule(
-    "run-fresh", "run_state_conflict", "host command", "ours",
+    "run-fresh", "run_state_conflict", "command", "ours",
     "create a run once: pick a new runId",
 )
 RUN_EXISTS: Final = _rule(
-    "run-exists", "not_found", "host command", "ours",
+    "run-exists", "not_found", "command", "ours",
     "create the run before commanding it",
 )
 FORK_TARGET_FRESH: Final = _rule(
-    "fork-target-fresh", "run_state_conflict", "host command", "openwop-a2ui.md §9 (Fork)",
+    "fork-target-fresh", "run_state_conflict", "command", "openwop-a2ui.md §9 (Fork)",
     "fork into a run that does not exist yet",
 )
 FORK_SOURCE: Final = _rule(
-    "fork-source", "fork_point_invalid", "host command", "openwop-a2ui.md §9 (Fork)",
+    "fork-source", "fork_point_invalid", "command", "openwop-a2ui.md §9 (Fork)",
     "fork at a sequence the source run recorded (details.lastSequence gives the range)",
 )
 INTERRUPT_PENDING: Final = _rule(
-    "interrupt-pending", "not_found", "host command", "openwop-a2ui.md §9 (Interrupt resolve)",
+    "interrupt-pending", "not_found", "command", "openwop-a2ui.md §9 (Interrupt resolve)",
     "resolve a pending interrupt (404: none pending; 409: resolved concurrently, or run ended)",
     also=("interrupt_already_resolved",),
 )
 UNTRUSTED_BLOCKS_APPROVAL: Final = _rule(
-    "untrusted-blocks-approval", "forbidden", "host command, action", "openwop-a2ui.md §7",
+    "untrusted-blocks-approval", "forbidden", "command, action", "openwop-a2ui.md §7",
     "an untrusted surface never drives an approval or action: emit a trusted surface",
 )
 ACTION_CONFINEMENT: Final = _rule(
-    "action-confinement", "action_refused", "host command, action", "openwop-a2ui.md §15",
+    "action-confinement", "action_refused", "command, action", "openwop-a2ui.md §15",
     "name an action resume or exchange",
 )
 SURFACE_LIVE: Final = _rule(
-    "surface-live", "not_found", "host command, action", "openwop-a2ui.md §6",
+    "surface-live", "not_found", "command, action", "openwop-a2ui.md §6",
     "act on a surface that exists and is not deleted",
 )
 SURFACE_FINAL: Final = _rule(
-    "surface-final", "action_refused", "host command, action", "openwop-a2ui.md §2 (E1), §6",
+    "surface-final", "action_refused", "command, action", "openwop-a2ui.md §2 (E1), §6",
     "wait for the surface's final chunk before acting on it",
 )
 SURFACE_UNCHANGED: Final = _rule(
-    "surface-unchanged", "run_state_conflict", "host command", "ours",
+    "surface-unchanged", "run_state_conflict", "command", "ours",
     "the surface changed after the check: read it again and resubmit",
 )
 
