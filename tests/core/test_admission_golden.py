@@ -21,10 +21,13 @@ from typing import Any
 import orjson
 import pytest
 
+from app.core import validator
 from app.core.command_seal import HEADER, seal
 from app.core.host_commands import ForkSource
 from app.core.keys import partition_for_run
 from app.core.policy import HostPolicy
+from app.core.refusal import Violation
+from app.core.rules import Rule
 from app.core.run_state import RunState
 from app.core.validator import Append, AppendMany, Duplicate, Reject, SourceRecord, validate
 from tests.core.admission_support import BASIC, rules
@@ -260,6 +263,30 @@ def test_admission_golden_cases_name_every_rule_they_mean() -> None:
         "run-exists", "run-live", "interrupt-pending", "action-confinement", "surface-live",
         "fork-target-fresh", "fork-source", "encode", "envelope-shape",
     } <= rules_seen  # fmt: skip
+
+
+def test_admission_the_step_that_refuses_declares_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every check of the table wrapped: the step that answered with a refusal must list its rule
+    refused: list[tuple[str, tuple[str, ...], str]] = []
+
+    def watched(name: str, found: tuple[Rule, ...], check: Any) -> Any:
+        def watching(ctx: Any) -> Any:
+            answer = check(ctx)
+            if isinstance(answer, Violation):
+                refused.append((name, tuple(rule.id for rule in found), answer.rule))
+            return answer
+
+        return watching
+
+    stages = tuple(
+        stage._replace(steps=tuple((n, f, watched(n, f, c)) for n, f, c in stage.steps))
+        for stage in validator.ADMISSION
+    )
+    monkeypatch.setattr(validator, "ADMISSION", stages)
+    for sends in CASES.values():
+        _drive(sends)
+    assert refused
+    assert [(name, rule) for name, declared, rule in refused if rule not in declared] == []
 
 
 if __name__ == "__main__":

@@ -215,3 +215,83 @@ def test_rules_unknown_code_or_id_is_a_programming_error() -> None:
     with pytest.raises(KeyError):
         rule_of("no-such-rule")
     assert rule_of("record-json") is rules.RECORD_JSON
+
+
+# --- the admission order (app.core.validator ADMISSION, RULE_ORDER) -----------------------------
+
+# Registered rules applied outside the decision of one admission record, with the reason.
+OUTSIDE_THE_ORDER = {
+    rules.RECORD_WRITE.id: "the broker would not take an outcome (app.core.validator_batch)",
+    rules.ACTION_SHAPE.id: "an action checked at HTTP before its command is sent",
+    rules.COMPONENT_BUTTON.id: "an action checked at HTTP before its command is sent",
+    rules.CONTEXT_PATH.id: "an action checked at HTTP before its command is sent",
+}
+
+# The modules the decision of one record runs (validate and what it calls).
+ADMISSION_PATH = [
+    APP / "core" / f"{name}.py"
+    for name in (
+        "intake",
+        "validator",
+        "admission",
+        "host_commands",
+        "identifiers",
+        "payload_rules",
+        "limits",
+        "children",
+        "cross_field",
+        "fold",
+    )
+]
+
+
+def _ordered() -> set[str]:
+    from app.core.validator import RULE_ORDER
+
+    return {rule.id for _stage, _step, found in RULE_ORDER for rule in found}
+
+
+def test_rules_every_rule_is_in_the_admission_order_or_said_why_not() -> None:
+    ordered = _ordered()
+    assert ordered | set(OUTSIDE_THE_ORDER) == set(RULES)
+    assert not ordered & set(OUTSIDE_THE_ORDER)
+
+
+def test_rules_the_admission_path_emits_only_rules_in_the_order() -> None:
+    used: set[str] = set()
+    for path in ADMISSION_PATH:
+        used |= {CONSTANTS[name].id for name in used_constants(path)}
+    assert sorted(used - _ordered()) == []
+
+
+def test_rules_registry_step_names_the_rules_place_in_the_order() -> None:
+    from app.core.validator import RULE_ORDER
+
+    places = {"action", "write"}
+    for stage, step, _found in RULE_ORDER:
+        places |= {stage, step.split()[-1]}
+    for stage, step, found in RULE_ORDER:
+        for rule in found:
+            steps = set(rule.step.split(", "))
+            assert steps <= places, (rule.id, rule.step)
+            assert steps & {stage, step.split()[-1]}, (rule.id, stage, step, rule.step)
+
+
+def test_rules_the_order_tables_are_built_once() -> None:
+    from app.core.admission import STEPS
+    from app.core.host_commands import COMMANDS
+    from app.core.intake import INTAKE
+    from app.core.validator import ADMISSION, RULE_ORDER
+
+    assert [stage.name for stage in ADMISSION] == ["intake", "run", "command", "envelope"]
+    assert ADMISSION[0].steps is INTAKE
+    steps = [(stage.name, name) for stage in ADMISSION for name, _r, _c in stage.steps]
+    assert len(steps) == len(set(steps))
+    assert [name for name, _r, _c in STEPS] == [
+        step.removeprefix("decide ") for _s, step, _r in RULE_ORDER if step.startswith("decide ")
+    ]
+    commanded = [step.split()[1] for _s, step, _r in RULE_ORDER if step.startswith("command ")]
+    assert commanded == list(COMMANDS)
+    for stage in ADMISSION:
+        for _name, found, _check in stage.steps:
+            assert all(isinstance(rule, Rule) and RULES[rule.id] is rule for rule in found)

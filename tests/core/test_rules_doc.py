@@ -60,3 +60,17 @@ def test_rules_doc_check_fails_on_a_stale_section(
     assert rules_doc.main([]) == 0
     assert rules_doc.main(["--check"]) == 0
     assert "stale" not in doc.read_text(encoding="utf-8")
+
+
+def test_rules_doc_rule_order_is_the_admission_table() -> None:
+    from app.core.validator import RULE_ORDER
+
+    text = rules_doc.DOC.read_text(encoding="utf-8")
+    assert rules_doc.ORDER_BEGIN in text and rules_doc.ORDER_END in text
+    section = text[text.index(rules_doc.ORDER_BEGIN) : text.index(rules_doc.ORDER_END)]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| ")][2:]
+    assert [(r[1], r[2].strip("`")) for r in rows] == [(s, step) for s, step, _ in RULE_ORDER]
+    for row, (_stage, _step, found) in zip(rows, RULE_ORDER, strict=True):
+        assert [cell.split("`")[1] for cell in row[3].split(", ") if "`" in cell] == [
+            rule.id for rule in found
+        ]
