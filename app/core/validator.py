@@ -101,6 +101,9 @@ class SourceRecord:
 
 @dataclass(frozen=True, slots=True)
 class Append:
+    """Append ``value`` at ``sequence`` of the run's log with ``key``; ``state`` is the run state
+    after it; ``drift`` as ``Admitted.drift``."""
+
     run_id: str
     sequence: int
     key: bytes
@@ -122,6 +125,8 @@ class AppendMany:
 
 @dataclass(frozen=True, slots=True)
 class Reject:
+    """Dead-letter ``value`` (a dead letter with ``code``) under ``key``."""
+
     key: bytes | None
     value: bytes
     code: str
@@ -130,6 +135,9 @@ class Reject:
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
+    """E2 re-emission (``Deduplicated``): ``correlation_id`` is recorded already, at
+    ``sequence``; nothing is appended."""
+
     run_id: str
     correlation_id: str
     sequence: int
