@@ -90,10 +90,7 @@ TARGET_RATIO = 0.70
 DEFAULT_ROLES = "validator,projector"
 PASSTHROUGH, RAW = "passthrough", "raw"
 READY_TIMEOUT = 180.0
-MAX_BATCH, BATCH_MS = 5000, 10  # the validator's defaults (ValidatorConfig)
-# a partition's admission offset joins at most one transaction per interval, as the
-# validator's does (``ValidatorLoop._offsets_due``)
-COMMIT_INTERVAL_S = ValidatorConfig.changelog_interval
+MAX_BATCH = ValidatorConfig.max_batch
 _PRODUCER = {"acks": "all", "linger_ms": 5, "max_batch_size": 256 * 1024}
 
 
@@ -225,10 +222,15 @@ async def passthrough(  # noqa: C901 - the measured loop stays in one piece
     consumer.subscribe([admission], listener=Listener())
     await consumer.start()
     loop = asyncio.get_running_loop()
+    # the worker's settings (the same environment): its batch time bound, and its commit
+    # interval, at most which a partition's offset waits to join a transaction
+    # (``ValidatorLoop._offsets_due``)
+    settings = load_settings()
+    batch_s, interval_s = settings.batch_ms / 1000, settings.commit_interval_ms / 1000
     offsets_at: dict[int, float] = {}  # partition -> when a transaction last carried offsets
     try:
         while not stopping.is_set():
-            deadline = loop.time() + BATCH_MS / 1000
+            deadline = loop.time() + batch_s
             batch: dict[TopicPartition, list[Any]] = {}
             count = 0
             while count < MAX_BATCH and (remaining := deadline - loop.time()) > 0:
@@ -249,7 +251,7 @@ async def passthrough(  # noqa: C901 - the measured loop stays in one piece
                 due = {
                     tp.partition
                     for tp in batch
-                    if now - offsets_at.get(tp.partition, float("-inf")) >= COMMIT_INTERVAL_S
+                    if now - offsets_at.get(tp.partition, float("-inf")) >= interval_s
                 }
                 offsets_at.update((p, now) for p in due)
                 await asyncio.gather(

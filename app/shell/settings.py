@@ -91,6 +91,16 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "Memory for recently read runs (their events, decoded) in front of the run store; runs being streamed stay in memory while read. 1 to 65536.",
     ),
     (
+        "A2UI_STREAM_BATCH_MS",
+        "10",
+        "Milliseconds the validator gathers a batch for at most (or until 5000 records): one round of transactions per batch. Longer: fewer, larger transactions (less CPU per envelope at a low rate) and a higher admission-to-log latency by about as much (docs/pipeline.md, Latency). 1 to 1000.",
+    ),
+    (
+        "A2UI_STREAM_COMMIT_INTERVAL_MS",
+        "1000",
+        "Milliseconds between two run-state changelog flushes of a partition, and at most between two commits of its admission offset (Kafka Streams' commit.interval.ms): a restart folds at most this much of the log tail; the group's committed offsets trail the decisions by about as much. 0: both with every batch. 0 to 60000.",
+    ),
+    (
         "A2UI_STREAM_VALIDATOR_CACHE_RUNS",
         "2000",
         "Run states the validator keeps in memory, of the admission partitions it owns: past it, the least recently changed ones that the run-state changelog already holds wait in a local store (A2UI_STREAM_DATA_DIR/validator-state/) and come back when a record for their run comes. 0: every state in memory. 0 to 10000000.",
@@ -271,6 +281,8 @@ class Settings:
     run_cache_mb: int = 64
     projector_cache_surfaces: int = 2_000
     validator_cache_runs: int = 2_000
+    batch_ms: int = 10
+    commit_interval_ms: int = 1_000
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -337,6 +349,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         run_cache_mb=_int(env, "A2UI_STREAM_RUN_CACHE_MB", 1, 65536),
         projector_cache_surfaces=_int(env, "A2UI_STREAM_PROJECTOR_CACHE_SURFACES", 1, 10_000_000),
         validator_cache_runs=_int(env, "A2UI_STREAM_VALIDATOR_CACHE_RUNS", 0, 10_000_000),
+        batch_ms=_int(env, "A2UI_STREAM_BATCH_MS", 1, 1000),
+        commit_interval_ms=_int(env, "A2UI_STREAM_COMMIT_INTERVAL_MS", 0, 60_000),
     )
     check_exposure(settings)
     return settings

@@ -227,6 +227,8 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
             max_record_bytes=settings.max_record_bytes,
             fast_groups=settings.fast_groups,
             cache_runs=settings.validator_cache_runs,
+            batch_ms=settings.batch_ms,
+            changelog_interval=settings.commit_interval_ms / 1000,
             state_dir=str(settings.data_dir / "validator-state" / settings.worker_id),
         ),
         policy,
