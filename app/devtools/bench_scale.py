@@ -620,6 +620,15 @@ class Bench:
         await asyncio.gather(*(cancel(r) for r in ready if r.fate == "cancel"))
         for run in ready:
             if run.fate == "delete":
+                # ``decided`` sums every partition's decisions: it can pass a run's last record
+                # while that run's own partition lags (two workers, one still catching up), and
+                # a tombstone written before the event it deletes leaves that event behind
+                # (seen once: a deleted run answered 200 for 120 s). Wait for the run's last
+                # event on the log first.
+                await self.until(
+                    f"run {run.run_id} recorded to its end before its delete",
+                    lambda r=run: self.read_through(self.workers[0], r, r.events - 1),
+                )
                 await self._delete(run)
 
     async def _cancel(self, run: MixRun) -> None:
