@@ -50,6 +50,14 @@ __all__ = [
     "apply",
     "apply_with",
     "NOT_LOOKED_UP",
+    # the fast paths and the references they shortcut (tests/core/test_fast_paths.py)
+    "walk_kinds",
+    "walk_kinds_memoized",
+    "status_after",
+    "status_after_memoized",
+    "single_node_set",
+    "single_node_set_shared",
+    "correlation_entry",
 ]
 
 MESSAGE_KINDS: Final[tuple[str, ...]] = (
@@ -95,7 +103,8 @@ def is_v2_body(body: Any) -> bool:
 
 
 def kinds_of(messages: Sequence[Any]) -> tuple[str, ...]:
-    """The kind of each message, in order ("unknown" for a message that has none)."""
+    """The kind of each message, in order ("unknown" for a message that has none): the fast
+    twin of ``message_kind`` applied to each (inlined)."""
     out = []
     for message in messages:
         # inlined message_kind: this runs on every admitted envelope
@@ -111,8 +120,9 @@ def kinds_of(messages: Sequence[Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _run(status: FoldStatus, kinds: Sequence[str]) -> tuple[FoldStatus, int | None, str]:
-    """Step ``status`` through ``kinds``; on the first illegal one return its index."""
+def walk_kinds(status: FoldStatus, kinds: Sequence[str]) -> tuple[FoldStatus, int | None, str]:
+    """Step ``status`` through ``kinds``; on the first illegal one return its index (and the
+    status it met and its kind). The reference of ``walk_kinds_memoized``."""
     for index, kind in enumerate(kinds):
         nxt = TRANSITIONS.get((status, kind))
         if nxt is None:
@@ -124,26 +134,31 @@ def _run(status: FoldStatus, kinds: Sequence[str]) -> tuple[FoldStatus, int | No
 # Envelopes repeat a handful of message-kind sequences (create+update+data, update, data, ...),
 # so the walks over the table are memoized per (status, kinds): one C-level lookup instead of a
 # Python loop per message, twice per admitted envelope (the guard, then the fold). Bounded: an
-# envelope has at most 64 messages and the cache at most 4096 sequences.
-_run_tuple: Final = lru_cache(maxsize=4096)(_run)
+# envelope has at most 64 messages and the cache at most 4096 sequences. The memoized twins
+# take hashable ``kinds`` (a tuple) and answer what their references answer.
+walk_kinds_memoized: Final = lru_cache(maxsize=4096)(walk_kinds)
 
 
-def _through(status: FoldStatus, kinds: tuple[str, ...]) -> FoldStatus:
+def status_after(status: FoldStatus, kinds: tuple[str, ...]) -> FoldStatus:
     """The status after ``kinds``; an impossible step keeps the status (recorded events are
-    never re-validated, §8)."""
+    never re-validated, §8). The reference of ``status_after_memoized``; on a legal sequence,
+    the status ``walk_kinds`` ends in."""
     for kind in kinds:
         status = TRANSITIONS.get((status, kind), status)
     return status
 
 
-_through_tuple: Final = lru_cache(maxsize=4096)(_through)
+status_after_memoized: Final = lru_cache(maxsize=4096)(status_after)
 
 
 def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violation | None:
     """Check one envelope's message ``kinds`` (in order, see ``kinds_of``) against a surface
     currently in ``status``. One illegal message refuses the whole envelope (§6)."""
     before = status
-    status, index, kind = _run_tuple(status, kinds) if type(kinds) is tuple else _run(status, kinds)
+    walked = (
+        walk_kinds_memoized(status, kinds) if type(kinds) is tuple else walk_kinds(status, kinds)
+    )
+    status, index, kind = walked
     if index is None:
         return None
     return refuse(
@@ -161,9 +176,12 @@ def guard(status: FoldStatus, surface_id: str, kinds: Sequence[str]) -> Violatio
 NOT_LOOKED_UP: Final[Any] = object()  # apply_with: the caller did not look the entry up
 
 
-def _correlation_entry(
+def correlation_entry(
     old: Correlation | None, kind: str, rec: Recorded, partial: Any
 ) -> Correlation:
+    """E2 (§2): what ``old`` (the correlationId's entry, if any) becomes when ``rec``, of type
+    ``kind`` with the envelope's ``partial``, is recorded. The reference of ``apply_with``'s
+    shortcut for a first, complete emission."""
     chunks: PMap[int, Recorded] = EMPTY if old is None else old.chunks
     final = True
     if partial is not None and isinstance(partial, dict):  # E1 chunk
@@ -176,13 +194,14 @@ def _correlation_entry(
     return entry
 
 
-def _single(node_id: str) -> frozenset[str]:
+def single_node_set(node_id: str) -> frozenset[str]:
+    """``{node_id}``, frozen: the reference of ``single_node_set_shared``."""
     return frozenset((node_id,))
 
 
 # Most surfaces are bound to one nodeId: share one frozenset per id instead of building a set and
 # a frozenset for every new surface (a frozenset is immutable, so sharing it is safe).
-_single_node: Final = lru_cache(maxsize=4096)(_single)
+single_node_set_shared: Final = lru_cache(maxsize=4096)(single_node_set)
 
 
 def _fold_surface(
@@ -199,9 +218,9 @@ def _fold_surface(
         node_ids, tainted = NO_NODES, untrusted
     else:
         status, node_ids, tainted = old.status, old.node_ids, untrusted or old.tainted
-    status = _through_tuple(status, kinds)
+    status = status_after_memoized(status, kinds)
     if node_id is not None and node_id not in node_ids and isinstance(node_id, str):
-        node_ids = node_ids | {node_id} if node_ids else _single_node(node_id)
+        node_ids = node_ids | {node_id} if node_ids else single_node_set_shared(node_id)
     # tainted: RFC 0209 §C.12, sticky per (runId, surfaceId)
     folded = SurfaceState(status, tainted, node_ids, partial, rec, children)
     return folded
@@ -235,7 +254,8 @@ def apply_with(
     ``kinds``, what ``state`` holds for the event's correlationId (``correlation``) and v2
     surfaceId (``surface``; ``None`` when absent), and the surface's children graph after the
     event (``children``, app.core.children). ``decide`` computed them for E2, the guard and the
-    cycle check; on a large run a second trie walk each is a measurable share of the decision."""
+    cycle check; on a large run a second trie walk each is a measurable share of the decision.
+    Given what ``state`` holds, it is the fast twin of ``apply`` (tests/core/test_fast_paths.py)."""
     sequence = event["sequence"]
     rec = Recorded(sequence, event["eventId"])
     recorded = event["payload"]
@@ -251,9 +271,9 @@ def apply_with(
     correlation_id = envelope["correlationId"]
     old = correlations.get(correlation_id) if correlation is NOT_LOOKED_UP else correlation
     if old is None and partial is None:  # the common case: the first, complete emission (§2)
-        entry = Correlation(kind, rec, True, EMPTY)
+        entry = Correlation(kind, rec, True, EMPTY)  # = correlation_entry(None, kind, rec, None)
     else:
-        entry = _correlation_entry(old, kind, rec, partial)
+        entry = correlation_entry(old, kind, rec, partial)
     correlations = correlations.set(correlation_id, entry)
     surfaces, v1 = state.surfaces, state.v1_surface
     body = envelope.get("payload")

@@ -23,6 +23,14 @@ resource limit but a malformed value: a cycle (``envelope_invalid``, rule ``chil
 and a malformed pointer (``envelope_invalid``, rule ``data-path``). Paths are RFC 6901 JSON
 Pointers into the admission record.
 
+Fast paths (STYLE rule 12), each beside the reference it shortcuts and tied to it by a law in
+tests/core/test_fast_paths.py:
+
+- ``plainly_within`` is the fast screen of ``check_envelope`` (the reference) for a v2
+  envelope: True only when the reference finds no violation; False means "ask the reference";
+- ``scan_open_value`` is the fast twin of ``walk_open_value`` (the reference walk): a flat
+  container is checked in one loop, anything nested is walked; both find the same thing.
+
 May import: the standard library, app.core.refusal, app.core.rules, app.core.children and
 app.core.pointer (pure).
 """
@@ -46,6 +54,8 @@ __all__ = [
     "check_envelope",
     "first_deeper",
     "plainly_within",
+    "scan_open_value",
+    "walk_open_value",
 ]
 
 # orjson encodes at most 254 nested levels and the recorded event puts the envelope one level
@@ -150,10 +160,10 @@ def _pointer(base: str, link: _Link) -> str:
     return join(base, *reversed(tokens))
 
 
-def _scan(root: Any, level: int, limits: Limits) -> _Found | None:
+def scan_open_value(root: Any, level: int, limits: Limits) -> _Found | None:
     """The first string, key or container in ``root`` (nesting ``level`` if a container) over
-    the limits. It runs for every data-model value, so a flat container (the usual case) is
-    checked in one loop before the general walk sets up."""
+    the limits: the fast twin of ``walk_open_value``. It runs for every data-model value, so a
+    flat container (the usual case) is checked in one loop before the general walk sets up."""
     chars = limits.max_string_chars
     kind = type(root)
     if kind is str:
@@ -174,12 +184,14 @@ def _scan(root: Any, level: int, limits: Limits) -> _Found | None:
             if len(value) > chars:
                 return (STRING_CHARS, (None, token), len(value), "a string")
         elif kind is dict or kind is list:
-            return _walk(root, level, limits)
+            return walk_open_value(root, level, limits)
     return None
 
 
-def _walk(root: Any, level: int, limits: Limits) -> _Found | None:
-    """``_scan`` of a nested value. Iterative, so any depth is safe."""
+def walk_open_value(root: Any, level: int, limits: Limits) -> _Found | None:
+    """The first string, key or container in the container ``root`` (nesting ``level``) over
+    the limits, checking every member of a container before what is nested in it: the
+    reference of ``scan_open_value``. Iterative: any depth is safe."""
     chars = limits.max_string_chars
     max_depth = limits.max_depth
     stack: list[tuple[Any, int, _Link]] = [(root, level, None)]
@@ -225,7 +237,7 @@ def _refuse(found: _Found, base: str, limits: Limits) -> Violation:
 
 
 def _scan_at(root: Any, base: str, level: int, limits: Limits) -> Violation | None:
-    found = _scan(root, level, limits)
+    found = scan_open_value(root, level, limits)
     return None if found is None else _refuse(found, base, limits)
 
 
@@ -258,12 +270,12 @@ def check_envelope(
     """The first limit ``envelope`` exceeds, or None. ``branch`` is the payload branch that
     admitted the payload (``unchecked`` for a universal kind); ``kinds`` are the v2 messages'
     kinds (``app.core.cross_field.kinds_and_cross_field``). Never raises on an envelope that
-    passed its branch."""
+    passed its branch. The reference that ``plainly_within`` screens for."""
     meta = envelope.get("meta")  # the schema requires ``ts`` and closes the object
     if meta is not None and not (
         meta.keys() <= _BOUNDED_META and len(meta["ts"]) <= limits.max_string_chars
     ):
-        found = _scan(meta, _PAYLOAD_LEVEL, limits)
+        found = scan_open_value(meta, _PAYLOAD_LEVEL, limits)
         if found is not None:
             return _refuse(found, "/envelope/meta", limits)
     payload = envelope.get("payload")
@@ -280,8 +292,9 @@ def check_envelope(
 
 
 def plainly_within(envelope: Mapping[str, Any], kinds: tuple[str, ...], limits: Limits) -> bool:
-    """True when a v2 ``envelope`` (its payload passed the branch; ``kinds`` as for
-    ``check_envelope``) is plainly within the limits; False means "look closer", and
+    """The fast screen of ``check_envelope``: True when a v2 ``envelope`` (its payload passed
+    the branch; ``kinds`` as for ``check_envelope``) is plainly within the limits, and then
+    ``check_envelope(envelope, "v2", kinds, limits)`` is None; False means "look closer", and
     ``check_envelope`` then finds the violation, if any, with its pointer.
 
     This screen runs for every admitted v2 envelope, and every bytecode of it shows in bench
@@ -381,7 +394,7 @@ def _check_v2(payload: Any, kinds: tuple[str, ...], limits: Limits) -> Violation
             body = messages[index][kind]
             path = body.get("path")
             if (path and "~" in path) or (
-                "value" in body and _scan(body["value"], _VALUE_LEVEL, limits)
+                "value" in body and scan_open_value(body["value"], _VALUE_LEVEL, limits)
             ):
                 violation = _data_model(body, index, limits)
                 if violation is not None:
@@ -410,7 +423,7 @@ def _context_arrays(components: list[Any], index: int, limits: Limits) -> Violat
         context = action.get("event", {}).get("context", {}) if action else {}
         for name, value in context.items():
             if type(value) is list:
-                found = _scan(value, _CONTEXT_LEVEL, limits)
+                found = scan_open_value(value, _CONTEXT_LEVEL, limits)
                 if found is not None:
                     base = (
                         f"{_MESSAGES}/{index}/updateComponents/components/{position}"
@@ -434,7 +447,7 @@ def _data_model(body: Mapping[str, Any], index: int, limits: Limits) -> Violatio
             )
     if "value" not in body:
         return None
-    found = _scan(body["value"], _VALUE_LEVEL, limits)
+    found = scan_open_value(body["value"], _VALUE_LEVEL, limits)
     if found is None:
         return None
     return _refuse(found, f"{_MESSAGES}/{index}/updateDataModel/value", limits)

@@ -34,6 +34,11 @@ __all__ = [
     "PatchError",
     "parse_pointer",
     "json_equal",
+    "json_equal_reference",
+    "json_equal_in_c",
+    "json_equal_bytes_first",
+    "loosely_equal",
+    "equal_run",
     "diff",
     "apply_patch",
     "verified_diff",
@@ -82,20 +87,41 @@ def _index(token: str, length: int, *, allow_end: bool, path: str) -> int:
 
 
 # --- equality -----------------------------------------------------------------------------------
+#
+# One idea, JSON equality strict on types, with a readable reference and the fast paths that
+# shortcut it (STYLE rule 12; tests/core/test_fast_paths.py checks each against it):
+#
+#   json_equal_reference     the reference: both values walked in Python (shared subtrees skipped)
+#   json_equal               the same walk for the top levels, then json_equal_in_c below
+#   json_equal_in_c          Python's ``==`` and orjson bytes (C); the reference if they cannot tell
+#   json_equal_bytes_first   orjson bytes first when the documents share nothing, else json_equal
+#   loosely_equal            a weaker screen (the diff's fast pass, whose patches are verified
+#                            strictly): the reference implies it, and it implies ``==``
+#   equal_run                the run of equal leading (trailing) pairs of two arrays, counted in C
 
 
 def json_equal(a: Any, b: Any) -> bool:
-    """JSON equality, strict on types (``True != 1``, ``1 != 1.0``), objects unordered. The top
-    levels are walked in Python so that subtrees shared by both sides (the same object) are
-    skipped without a look; deeper subtrees are compared in C (``==``, then a strict check)."""
-    return _equal(a, b, 0)
+    """JSON equality, strict on types (``True != 1``, ``1 != 1.0``), objects unordered: the fast
+    twin of ``json_equal_reference``. The top levels are walked in Python so that subtrees
+    shared by both sides (the same object) are skipped without a look; deeper subtrees are
+    compared in C (``json_equal_in_c``)."""
+    return _walk_equal(a, b, _WALK_DEPTH)
+
+
+def json_equal_reference(a: Any, b: Any) -> bool:
+    """The reference of JSON equality: both values walked in Python all the way down (a subtree
+    that is the same object on both sides is equal without a look). Objects are equal when they
+    have the same keys with equal values, in any order; arrays when equal pairwise; scalars when
+    of the same type and ``==`` (so ``-0.0`` equals ``0.0``)."""
+    return _walk_equal(a, b, None)
 
 
 _WALK_DEPTH = 2  # the root and a wide container under it (components): where sharing pays off
 _dumps = orjson.dumps
 
 
-def _equal(a: Any, b: Any, depth: int) -> bool:
+def _walk_equal(a: Any, b: Any, levels: int | None) -> bool:
+    # ``levels``: how many container levels are walked here before json_equal_in_c (None: all)
     if a is b:
         return True
     ta = type(a)
@@ -104,28 +130,29 @@ def _equal(a: Any, b: Any, depth: int) -> bool:
     if ta is dict:
         if len(a) != len(b):
             return False
-        if depth >= _WALK_DEPTH:
-            return _same(a, b)
+        if levels == 0:
+            return json_equal_in_c(a, b)
+        below = None if levels is None else levels - 1
         for key, value in a.items():
             other = b.get(key, _MISSING)
-            if value is not other and (other is _MISSING or not _equal(value, other, depth + 1)):
+            if value is not other and (other is _MISSING or not _walk_equal(value, other, below)):
                 return False
         return True
     if ta is list:
         if len(a) != len(b):
             return False
-        if depth >= _WALK_DEPTH:
-            return _same(a, b)
-        return all(x is y or _equal(x, y, depth + 1) for x, y in zip(a, b, strict=True))
+        if levels == 0:
+            return json_equal_in_c(a, b)
+        below = None if levels is None else levels - 1
+        return all(x is y or _walk_equal(x, y, below) for x, y in zip(a, b, strict=True))
     return bool(a == b)
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Strict equality, done in C where possible: Python's ``==`` (which skips identical
-    objects) rules out every difference except ``True == 1`` and ``1 == 1.0``; equal orjson
-    bytes then prove equality. Otherwise (a key-order difference, ``-0.0`` against ``0.0``, a
-    bool against a number, or a value orjson cannot encode) the values are walked in Python,
-    with the same rules as ``json_equal``."""
+def json_equal_in_c(a: Any, b: Any) -> bool:
+    """``json_equal_reference``, done in C where possible: Python's ``==`` (which skips
+    identical objects) rules out every difference except ``True == 1`` and ``1 == 1.0``; equal
+    orjson bytes then prove equality. Otherwise (a key-order difference, ``-0.0`` against
+    ``0.0``, a bool against a number, or a value orjson cannot encode) the reference walks."""
     if a is b:
         return True
     ta = type(a)
@@ -138,26 +165,13 @@ def _same(a: Any, b: Any) -> bool:
             return True
     except (TypeError, orjson.JSONEncodeError):
         pass
-    return _walk_equal(a, b)
+    return _walk_equal(a, b, None)
 
 
-def _walk_equal(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    ta = type(a)
-    if ta is not type(b):
-        return False
-    if ta is dict:
-        if len(a) != len(b):
-            return False
-        for key, value in a.items():
-            other = b.get(key, _MISSING)
-            if other is _MISSING or not _walk_equal(value, other):
-                return False
-        return True
-    if ta is list:
-        return len(a) == len(b) and all(_walk_equal(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
+def loosely_equal(a: Any, b: Any) -> bool:
+    """The screen of the diff's fast pass, weaker than ``json_equal_reference``: the same type
+    and Python's ``==`` (so ``[1]`` loosely equals ``[1.0]``, and ``[True]`` ``[1]``)."""
+    return a is b or (type(a) is type(b) and a == b)
 
 
 # --- diff ---------------------------------------------------------------------------------------
@@ -202,10 +216,6 @@ def verified_diff(old: Any, new: Any) -> list[dict[str, Any]] | None:
 _DIFF_WALK = 2
 
 
-def _loose(a: Any, b: Any) -> bool:
-    return a is b or (type(a) is type(b) and a == b)
-
-
 def _compute(old: Any, new: Any, strict: bool) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if old is not new:
@@ -218,7 +228,7 @@ def _reproduces(old: Any, new: Any, patch: list[dict[str, Any]]) -> bool:
         applied = apply_patch(old, patch)
     except (PatchError, RecursionError):
         return False
-    return _verify(applied, new)
+    return json_equal_bytes_first(applied, new)
 
 
 def _diff(
@@ -264,7 +274,9 @@ def _diff_object(
         if (
             kind is type(value)
             and old == value
-            and (not strict or (kind is not dict and kind is not list) or _same(old, value))
+            and (
+                not strict or (kind is not dict and kind is not list) or json_equal_in_c(old, value)
+            )
         ):
             continue
         _diff(old, value, path + "/" + escape(key), out, strict)
@@ -274,10 +286,11 @@ _ne, _not, _count_of = operator.ne, operator.not_, operator.countOf
 _takewhile, _islice, _compress = itertools.takewhile, itertools.islice, itertools.compress
 
 
-def _run(a: list[Any], b: list[Any], limit: int, strict: bool, tail: bool = False) -> int:
+def equal_run(a: list[Any], b: list[Any], limit: int, strict: bool, tail: bool = False) -> int:
     """How many leading (``tail``: trailing) elements of ``a`` and ``b``, at most ``limit``, are
     equal: ``==`` (in C, stopping at the first difference). Strictly, the run found is then
-    confirmed with orjson bytes (``True == 1`` in Python, not in JSON)."""
+    confirmed with orjson bytes (``True == 1`` in Python, not in JSON), so it is the run of
+    pairs that ``json_equal_reference`` finds equal."""
     la, lb = len(a), len(b)
     if tail and limit and a[la - limit :] == b[lb - limit :]:
         count = limit  # everything after the head is equal (one slice comparison in C)
@@ -288,10 +301,11 @@ def _run(a: list[Any], b: list[Any], limit: int, strict: bool, tail: bool = Fals
         count = _count_of(_takewhile(_not, _islice(unequal, limit)), False)
     if strict and count:
         x, y = (a[la - count :], b[lb - count :]) if tail else (a[:count], b[:count])
-        if not _same(x, y):  # a True == 1 inside: count one by one
+        same = json_equal_in_c
+        if not same(x, y):  # a True == 1 inside: count one by one
             count = 0
             while count < limit and (
-                _same(a[la - 1 - count], b[lb - 1 - count]) if tail else _same(a[count], b[count])
+                same(a[la - 1 - count], b[lb - 1 - count]) if tail else same(a[count], b[count])
             ):
                 count += 1
     return count
@@ -313,11 +327,11 @@ def _diff_array(
             out.extend(ops)
         return
     shortest = min(la, lb)
-    prefix = _run(a, b, shortest, strict)
+    prefix = equal_run(a, b, shortest, strict)
     # the equal tail (after an insertion or a removal too): only the middle is diffed
-    suffix = _run(a, b, shortest - prefix, strict, tail=True) if prefix < shortest else 0
+    suffix = equal_run(a, b, shortest - prefix, strict, tail=True) if prefix < shortest else 0
     ma, mb = la - prefix - suffix, lb - prefix - suffix
-    equal = _same if strict else _loose
+    equal = json_equal_in_c if strict else loosely_equal
     ops = []
     for i in range(prefix, prefix + min(ma, mb)):
         if not equal(a[i], b[i]):
@@ -487,8 +501,9 @@ def apply_patch(doc: Any, patch: Any) -> Any:  # noqa: C901 - RFC 6902 §4's ops
     return state.root
 
 
-def _verify(applied: Any, new: Any) -> bool:
-    """``json_equal(applied, new)``, choosing the cheaper way: documents that share subtrees
+def json_equal_bytes_first(applied: Any, new: Any) -> bool:
+    """``json_equal(applied, new)`` (the fast twin of ``json_equal_reference`` for a patch's
+    verification), choosing the cheaper way: documents that share subtrees
     (the projector's v2 surfaces) are walked, skipping shared subtrees; documents that share
     nothing (two decoded v1 payloads) are compared as bytes first, in C."""
     if type(applied) is dict and type(new) is dict:
