@@ -26,7 +26,7 @@ May import: the standard library and app.core.pmap.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
+from types import FunctionType, MappingProxyType
 from typing import Any, ClassVar, Final, Literal, NamedTuple
 
 from app.core.pmap import PMap
@@ -55,10 +55,11 @@ EMPTY: Final[PMap[Any, Any]] = PMap()  # shared: a PMap is immutable
 
 class FrozenValue:
     """An immutable value: its ``_fields`` are read-only attributes (compiled: ``Final``
-    attributes of a native class; from source: by convention), compared and hashed by value,
-    copied with changes by ``_replace`` as a named tuple's are. A subclass names its fields
-    twice, in ``__slots__`` and ``_fields``: compiled classes keep no ``__slots__`` at run time,
-    and mypyc cannot initialize one class attribute from another."""
+    attributes of a native class; from source: each is set once, by ``__init__``, and
+    assigning or deleting it again raises ``AttributeError``, see ``_assign_once``), compared
+    and hashed by value, copied with changes by ``_replace`` as a named tuple's are. A subclass
+    names its fields twice, in ``__slots__`` and ``_fields``: compiled classes keep no
+    ``__slots__`` at run time, and mypyc cannot initialize one class attribute from another."""
 
     __slots__ = ()
     _fields: ClassVar[tuple[str, ...]] = ()
@@ -91,6 +92,37 @@ class FrozenValue:
         values = {name: getattr(self, name) for name in self._fields}
         values.update(changes)
         return type(self)(**values)
+
+
+def _assign_once(self: FrozenValue, name: str, value: Any) -> None:
+    """From source, ``FrozenValue.__setattr__``: a slot is set once (by ``__init__``); setting
+    it again raises, as assigning a ``Final`` attribute of the compiled class does."""
+    if hasattr(self, name):
+        raise AttributeError(
+            f"{type(self).__name__}.{name} is read-only: build a new value (_replace)"
+        )
+    _set_slot(self, name, value)  # unset: __init__ is setting it
+
+
+_set_slot: Final = object.__setattr__
+
+
+def _refuse_delete(self: FrozenValue, name: str) -> None:
+    raise AttributeError(f"{type(self).__name__}.{name} is read-only: it cannot be deleted")
+
+
+def _interpreted() -> bool:
+    """True when this module runs from source (a compiled module's functions are builtins)."""
+    return type(_interpreted) is FunctionType
+
+
+# Only from source: in a mypyc class a ``__setattr__`` would turn every attribute write of every
+# ``__init__`` into a method call (mypyc calls it for ``self.x = ...`` too), on the admission
+# path, and the compiled ``Final`` attributes refuse assignment already. From source it costs
+# about 0.4 µs per field built (tests/core/test_run_state_frozen.py checks both builds).
+if _interpreted():
+    setattr(FrozenValue, "__setattr__", _assign_once)  # noqa: B010 (mypy: a method is not assignable)
+    setattr(FrozenValue, "__delattr__", _refuse_delete)  # noqa: B010
 
 
 class Recorded(FrozenValue):
