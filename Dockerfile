@@ -39,7 +39,7 @@ RUN /opt/venv/bin/pip install --no-cache-dir 'mypy>=1.11,<3' \
     && /opt/venv/bin/python scripts/compile_core.py \
     && test -f app/core/compiled.json \
     && /opt/venv/bin/pip uninstall -y mypy \
-    && /opt/venv/bin/python -c "from app.compiled_core import CORE_BUILD; assert CORE_BUILD == 'compiled', CORE_BUILD"
+    && /opt/venv/bin/python -c "from app.compiled_core import install; CORE_BUILD = install(); assert CORE_BUILD == 'compiled', CORE_BUILD"
 COPY --from=viewer /srv/a2ui-stream/app/viewer_dist ./app/viewer_dist
 
 FROM ${PYTHON_IMAGE}

@@ -1,17 +1,23 @@
-"""Loads the mypyc-compiled modules of ``app/core`` only while they match their sources.
+"""Loads the mypyc-compiled modules of ``app/core`` only while they match their sources, for
+the processes whose entry point asks for them.
 
 ``scripts/compile_core.py`` (run by ``make install``) builds the admission hot path of
-``app/core`` with mypyc into extension modules beside the sources and records the sha256 of
-each source in ``app/core/compiled.json``. Python would import an extension module in
-preference to its ``.py`` even after the source was edited, so this finder, installed when
-``app`` is imported, decides once per process:
+``app/core`` with mypyc into extension modules in ``app/core/mypyc-build/`` and records the
+sha256 of each source in ``app/core/compiled.json``. They are not beside the sources, so a
+plain ``import app.core.admission`` always loads the source and does no I/O of its own
+(tests/core/test_purity.py). An entry point (the ``a2ui-stream`` command, the test suite's
+conftest, the measuring scripts) calls ``install()`` first, before anything imports the core,
+and it decides once per process:
 
-- every recorded source unchanged, every extension present: the compiled modules are used
-  (and mypyc's shared runtime library is found in ``app/core``);
-- anything else (an edit, a missing file, ``A2UI_STREAM_CORE=source``): ALL of them are loaded
-  from source. Compiled modules call each other natively, so it is all or nothing.
+- every recorded source unchanged, every extension present: a finder on ``sys.meta_path``
+  loads the compiled modules (and mypyc's shared runtime library, which is in the same
+  directory);
+- anything else (an edit, a missing file, ``A2UI_STREAM_CORE=source``, a compiled module
+  already imported from source): nothing is installed and ALL of them are the sources.
+  Compiled modules call each other natively, so it is all or nothing.
 
-``CORE_BUILD`` says which ("compiled" or "source"); ``a2ui-stream bench admission`` prints it.
+``install()`` returns which ("compiled" or "source"), as ``core_build()`` does afterwards;
+``a2ui-stream bench admission`` prints it.
 """
 
 from __future__ import annotations
@@ -26,30 +32,30 @@ from importlib.util import spec_from_file_location
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["CORE_BUILD", "install"]
+__all__ = ["BUILD_DIR", "core_build", "install"]
 
 _CORE = Path(__file__).resolve().parent / "core"
+BUILD_DIR = _CORE / "mypyc-build"  # not a package name: never found by a plain import
 _STAMP = _CORE / "compiled.json"
 
 
 class _CoreFinder:
-    """Resolves mypyc's runtime library (``compiled``) or the compiled module names to their
-    sources (``source``); every other import is left to the normal finders."""
+    """Resolves the compiled modules of ``app.core`` and mypyc's runtime library to their
+    extension modules; every other import is left to the normal finders."""
 
-    def __init__(self, runtime: dict[str, Path], sources: dict[str, Path]) -> None:
-        self.runtime = runtime
-        self.sources = sources
+    def __init__(self, modules: dict[str, Path]) -> None:
+        self.modules = modules
 
     def find_spec(
         self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        found = self.runtime.get(name) or self.sources.get(name)
+        found = self.modules.get(name)
         return None if found is None else spec_from_file_location(name, found)
 
 
 def _extension(module: str) -> Path | None:
     for suffix in EXTENSION_SUFFIXES:
-        candidate = _CORE / f"{module}{suffix}"
+        candidate = BUILD_DIR / f"{module}{suffix}"
         if candidate.exists():
             return candidate
     return None
@@ -65,28 +71,40 @@ def _unchanged(recorded: dict[str, str]) -> bool:
     return True
 
 
+_installed: list[str] = []  # this process's decision, once made
+
+
+def core_build() -> str:
+    """Which core this process uses: "compiled" once ``install()`` installed the compiled
+    modules, else "source"."""
+    return _installed[0] if _installed else "source"
+
+
 def install() -> str:
-    """Install the finder for this process; returns "compiled" or "source"."""
-    extensions = [p for p in _CORE.iterdir() if p.suffix == ".so"] if _CORE.is_dir() else []
-    if not extensions:
+    """Use the compiled core in this process if it matches its sources; returns "compiled" or
+    "source". Call it before anything imports ``app.core``; later calls return the first
+    answer."""
+    if not _installed:
+        _installed.append(_decide())
+    return _installed[0]
+
+
+def _decide() -> str:
+    if os.environ.get("A2UI_STREAM_CORE", "") == "source" or not BUILD_DIR.is_dir():
         return "source"
+    extensions = [p for p in BUILD_DIR.iterdir() if p.suffix == ".so"]
     try:
         recorded: dict[str, str] = json.loads(_STAMP.read_text())
     except (OSError, ValueError):
-        recorded = {}
+        return "source"
     compiled_names = {p.name.split(".")[0] for p in extensions if "__mypyc" not in p.name}
-    wanted = os.environ.get("A2UI_STREAM_CORE", "") != "source"
-    if wanted and recorded and set(recorded) == compiled_names and _unchanged(recorded):
-        runtime = {p.name.split(".")[0]: p for p in extensions if "__mypyc" in p.name}
-        sys.meta_path.insert(0, _CoreFinder(runtime, {}))
-        return "compiled"
-    sources = {
-        f"app.core.{name}": _CORE / f"{name}.py"
-        for name in compiled_names
-        if (_CORE / f"{name}.py").exists()
-    }
-    sys.meta_path.insert(0, _CoreFinder({}, sources))
-    return "source"
-
-
-CORE_BUILD = install()
+    if not recorded or set(recorded) != compiled_names or not _unchanged(recorded):
+        return "source"
+    if any(f"app.core.{name}" in sys.modules for name in recorded):
+        return "source"  # too late: a compiled module would call into a source one
+    modules: dict[str, Path] = {}
+    for path in extensions:  # the runtime library keeps its top-level name
+        name = path.name.split(".")[0]
+        modules[name if "__mypyc" in name else f"app.core.{name}"] = path
+    sys.meta_path.insert(0, _CoreFinder(modules))
+    return "compiled"

@@ -4,10 +4,12 @@
     python scripts/compile_core.py --remove  # delete them: the pure-Python modules are used
 
 The modules stay plain Python: the compiled ones are the same sources, built by mypyc (part of
-mypy, in the dev extra) with the C compiler into ``app/core/*.so`` beside them, plus
-``app/core/compiled.json`` recording the sha256 of each source it was built from. ``app``
-(app/compiled_core.py) loads the compiled modules only while every recorded hash still matches
-its source; after any edit it loads all of them from source until this script runs again.
+mypy, in the dev extra) with the C compiler into ``app/core/mypyc-build/*.so`` (not beside
+them: a plain import always finds the source), plus ``app/core/compiled.json`` recording the
+sha256 of each source it was built from. An entry point that calls
+``app.compiled_core.install()`` loads the compiled modules only while every recorded hash still
+matches its source; after any edit it loads all of them from source until this script runs
+again.
 Without mypyc or a C compiler it says so and leaves the pure-Python core in place (exit 0).
 """
 
@@ -24,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "app" / "core"
+BUILD = CORE / "mypyc-build"  # app.compiled_core.BUILD_DIR
 # The decision's hot path (bench admission). payload_rules is mostly jsonschema_rs already.
 MODULES = (
     "admission",
@@ -43,8 +46,10 @@ STAMP = CORE / "compiled.json"
 
 
 def built_files() -> list[Path]:
+    # (and the builds of before mypyc-build/: beside the sources, a plain import would load them)
     found = [p for p in CORE.glob("*.so") if p.name.split(".")[0] in MODULES]
-    return found + list(CORE.glob("*__mypyc*.so")) + list(ROOT.glob("*__mypyc*.so"))
+    found += list(CORE.glob("*__mypyc*.so")) + list(ROOT.glob("*__mypyc*.so"))
+    return found + (list(BUILD.glob("*.so")) if BUILD.is_dir() else [])
 
 
 def remove() -> None:
@@ -89,12 +94,13 @@ def compile_core() -> int:
         print(f"compile_core: mypyc {' '.join(MODULES)} (about a minute)", flush=True)
         done = subprocess.run(command, cwd=tree, capture_output=True, text=True)
         if done.returncode == 0:
+            BUILD.mkdir(exist_ok=True)
             for built in (tree / "app" / "core").glob("*.so"):
-                shutil.copy2(built, CORE / built.name)
-            # mypyc's shared runtime library lands at the root of the tree: keep it in
-            # app/core, where app/compiled_core.py finds it (the root is not on sys.path)
+                shutil.copy2(built, BUILD / built.name)
+            # mypyc's shared runtime library lands at the root of the tree: keep it beside the
+            # modules, where app/compiled_core.py finds it (the root is not on sys.path)
             for lib in tree.glob("*__mypyc*.so"):
-                shutil.copy2(lib, CORE / lib.name)
+                shutil.copy2(lib, BUILD / lib.name)
     if done.returncode != 0:
         print(done.stdout[-4000:] + done.stderr[-4000:], file=sys.stderr)
         print("compile_core: mypyc failed (above): pure-Python core", file=sys.stderr)

@@ -9,6 +9,7 @@ empty), the rebuilds and how long the fold took; then the same with half of the 
 revoked. Usage: .venv/bin/python scripts/measure_projector_memory.py [RUNS] [EVENTS]
 """
 
+# ruff: noqa: E402 (the imports after install() are deliberately after it)
 from __future__ import annotations
 
 import asyncio
@@ -19,6 +20,10 @@ import tracemalloc
 from typing import Any
 
 import pytest
+
+from app.compiled_core import install
+
+install()  # an entry point: the compiled core, as the worker uses it, before app.core is imported
 
 from tests.shell import test_projector_loop as kit
 from tests.shell.memory_kafka import MemoryKafka

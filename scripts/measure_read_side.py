@@ -27,6 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_store import _event  # noqa: E402
 
+from app.compiled_core import install  # noqa: E402
+
+install()  # an entry point: the compiled core, as the worker uses it, before app.core is imported
+
 from app.core.keys import log_key  # noqa: E402
 
 

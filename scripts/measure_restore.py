@@ -10,6 +10,7 @@ the code before issue 15 item 1 did) and from the changelog, three times each, a
 way the records read and the wall time (min-max). A devtool: the product never imports it.
 """
 
+# ruff: noqa: E402 (the imports after install() are deliberately after it)
 from __future__ import annotations
 
 import argparse
@@ -22,6 +23,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from app.compiled_core import install
+
+install()  # an entry point: the compiled core, as the worker uses it, before app.core is imported
 
 from app.core.policy import HostPolicy
 from app.devtools.fault_kit import (

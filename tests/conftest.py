@@ -5,7 +5,14 @@ Broker-feature tests are marked ``needs_compaction`` / ``needs_transactions`` /
 ``A2UI_STREAM_REQUIRE_KAFKA=1`` (set by .ci/run) that skip is a failure instead.
 """
 
+# ruff: noqa: E402 (the imports after install() are deliberately after it)
 from __future__ import annotations
+
+from app.compiled_core import install
+
+# The test suite is an entry point: it uses the compiled core, as the worker does, when it is
+# built and current (app/compiled_core.py). Before anything below imports app.core.
+install()
 
 import sys
 import uuid

@@ -1,10 +1,14 @@
 """The dependency rule of STYLE.md, checked: ``app.core`` imports nothing that does I/O, reads
 the clock, the environment or randomness, and never the shell, the devtools or the async/Kafka
-stack (the rooms of the shell and devtools: tests/shell/test_layers.py)."""
+stack (the rooms of the shell and devtools: tests/shell/test_layers.py); and importing it, in
+a fresh process, does no I/O (no finder installed, no environment read, no file opened)."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +100,68 @@ def test_purity_checker_catches_violations(tmp_path: Path) -> None:
     )
     problems = _problems(bad)
     assert len(problems) == 5, problems
+
+
+# Importing the core does no I/O of its own either: ``app`` and every ``app.core`` module, in a
+# fresh process, leave ``sys.meta_path`` as it was, read no environment variable, open no file
+# but their own sources, and never load the compiled-core finder (app/compiled_core.py: only an
+# entry point installs it) nor a compiled module.
+_IMPORT_ALL = """
+import os, sys
+names = sorted(p.stem for p in __import__("pathlib").Path("app/core").glob("*.py"))
+opened, environ = [], []
+
+class Spy(dict):
+    def __getitem__(self, key):
+        environ.append(key)
+        return super().__getitem__(key)
+    def get(self, key, default=None):
+        environ.append(key)
+        return super().get(key, default)
+    def __contains__(self, key):
+        environ.append(key)
+        return super().__contains__(key)
+
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str) and not args[0].endswith((".py", ".pyc")):
+        opened.append(args[0])
+    elif event in ("os.listdir", "os.scandir") and "mypyc" in str(args[0]):
+        opened.append(str(args[0]))
+
+finders = list(sys.meta_path)
+os.environ = Spy(os.environ)
+sys.addaudithook(hook)
+import app, app.core
+for name in names:
+    __import__("app.core." + name)
+os.environ = dict(os.environ)
+core = [m for n, m in sys.modules.items() if n.startswith("app.core.")]
+print(repr({
+    "finders": sys.meta_path == finders,
+    "loader": "app.compiled_core" in sys.modules,
+    "compiled": sorted(m.__name__ for m in core if not m.__file__.endswith(".py")),
+    "modules": len(core) >= len(names),
+    "environ": sorted(set(environ)),
+    "opened": opened,
+}))
+"""
+
+
+def test_purity_importing_the_core_does_no_io() -> None:
+    env = {**os.environ, "A2UI_STREAM_CORE": "compiled"}  # no entry point: nothing to read it
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_ALL],
+        cwd=CORE.parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert ast.literal_eval(done.stdout.strip()) == {
+        "finders": True,
+        "loader": False,
+        "compiled": [],
+        "modules": True,
+        "environ": [],
+        "opened": [],
+    }

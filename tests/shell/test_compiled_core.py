@@ -1,5 +1,6 @@
-"""app/compiled_core.py: the mypyc-compiled admission core is used only while it matches its
-sources, and it decides exactly as the pure-Python modules do (scripts/compile_core.py)."""
+"""app/compiled_core.py: the mypyc-compiled admission core is used only where an entry point
+installs it, only while it matches its sources, and it decides exactly as the pure-Python
+modules do (scripts/compile_core.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-import app
+from app.compiled_core import core_build
 from app.core.admission import Admitted, decide, encode_event
 from app.core.policy import HostPolicy
 from app.devtools.fault_kit import RULES, corpus
@@ -21,7 +22,10 @@ from app.devtools.fault_kit import RULES, corpus
 REPO = Path(__file__).resolve().parents[2]
 COMPILED = (REPO / "app" / "core" / "compiled.json").exists()
 
-_PROBE = "import app, app.core.admission as a; print(app.CORE_BUILD, a.__file__)"
+_PROBE = (
+    "from app.compiled_core import install; build = install(); "
+    "import app.core.admission as a; print(build, a.__file__)"
+)
 
 
 def _probe(root: Path, **env: str) -> tuple[str, str]:
@@ -44,7 +48,7 @@ def _copy_of_app(tmp_path: Path) -> Path:
 
 def test_without_compiled_modules_the_core_is_the_sources(tmp_path: Path) -> None:
     root = _copy_of_app(tmp_path)
-    for built in (root / "app" / "core").glob("*.so"):
+    for built in (root / "app" / "core").rglob("*.so"):
         built.unlink()
     build, module = _probe(root)
     assert build == "source" and module.endswith("admission.py")
@@ -118,4 +122,55 @@ def test_the_compiled_core_decides_as_the_sources_do() -> None:
     )
     assert orjson.loads(done.stdout) == here
     assert len(here) > 2000
-    assert app.CORE_BUILD in ("compiled", "source")
+    assert core_build() in ("compiled", "source")
+
+
+_IMPORT_FIRST = (
+    "import app.core.fold; from app.compiled_core import install; build = install(); "
+    "import app.core.admission as a; print(build, a.__file__)"
+)
+
+
+@pytest.mark.skipif(not COMPILED, reason="the core is not compiled here (make compile)")
+def test_a_plain_import_and_a_late_install_use_the_sources() -> None:
+    """Without ``install()`` the compiled modules are never found (they are not beside the
+    sources); after a core module was imported, ``install()`` keeps the sources (a compiled
+    module would call into a source one)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import app.core.admission as a; print('none', a.__file__)"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split()[1].endswith("admission.py")
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_FIRST], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    build, module = done.stdout.split()
+    assert build == "source" and module.endswith("admission.py")
+
+
+_CLI = """
+import sys
+from app.shell.cli import main
+status = main(["check", sys.argv[1]])
+import app.core.admission as a
+print(status, a.__file__)
+"""
+
+
+@pytest.mark.skipif(not COMPILED, reason="the core is not compiled here (make compile)")
+def test_the_command_installs_the_compiled_core() -> None:
+    """``a2ui-stream`` (app.shell.cli.main, also ``python -m app.shell.cli``) is an entry
+    point: ``check`` decides with the compiled modules."""
+    example = REPO / "examples" / "envelope-v2.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _CLI, str(example)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    status, module = done.stdout.split()[-2:]
+    assert module.endswith(".so"), done.stderr
+    assert status in ("0", "1")

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app import __version__
+from app.compiled_core import install
 from app.shell.errors import report
 
 __all__ = ["build_parser", "main"]
@@ -157,6 +158,9 @@ def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The entry point: the compiled core (app/compiled_core.py) is installed here, before any
+    # command imports app.core (this module and app.shell.errors import none of it).
+    install()
     words = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in words  # before or after the command: people add it to what failed
     words = [word for word in words if word != "--debug"]
