@@ -113,15 +113,18 @@ def json_equal_reference(a: Any, b: Any) -> bool:
     that is the same object on both sides is equal without a look). Objects are equal when they
     have the same keys with equal values, in any order; arrays when equal pairwise; scalars when
     of the same type and ``==`` (so ``-0.0`` equals ``0.0``)."""
-    return _walk_equal(a, b, None)
+    return _walk_equal(a, b, _ALL_LEVELS)
 
 
 _WALK_DEPTH = 2  # the root and a wide container under it (components): where sharing pays off
 _dumps = orjson.dumps
 
 
-def _walk_equal(a: Any, b: Any, levels: int | None) -> bool:
-    # ``levels``: how many container levels are walked here before json_equal_in_c (None: all)
+_ALL_LEVELS = -1  # counts down from -1 and so never reaches 0: walked all the way down
+
+
+def _walk_equal(a: Any, b: Any, levels: int) -> bool:
+    # ``levels``: how many container levels are walked here before json_equal_in_c
     if a is b:
         return True
     ta = type(a)
@@ -132,7 +135,7 @@ def _walk_equal(a: Any, b: Any, levels: int | None) -> bool:
             return False
         if levels == 0:
             return json_equal_in_c(a, b)
-        below = None if levels is None else levels - 1
+        below = levels - 1
         for key, value in a.items():
             other = b.get(key, _MISSING)
             if value is not other and (other is _MISSING or not _walk_equal(value, other, below)):
@@ -143,7 +146,7 @@ def _walk_equal(a: Any, b: Any, levels: int | None) -> bool:
             return False
         if levels == 0:
             return json_equal_in_c(a, b)
-        below = None if levels is None else levels - 1
+        below = levels - 1
         return all(x is y or _walk_equal(x, y, below) for x, y in zip(a, b, strict=True))
     return bool(a == b)
 
@@ -165,7 +168,7 @@ def json_equal_in_c(a: Any, b: Any) -> bool:
             return True
     except (TypeError, orjson.JSONEncodeError):
         pass
-    return _walk_equal(a, b, None)
+    return _walk_equal(a, b, _ALL_LEVELS)
 
 
 def loosely_equal(a: Any, b: Any) -> bool:
