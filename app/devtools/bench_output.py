@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["baseline_missing", "emit", "load_average", "load_text"]
+__all__ = ["baseline_missing", "emit", "load_average", "load_text", "pct"]
 
 
 def baseline_missing(bench: str, modules: Sequence[str], what: str) -> bool:
@@ -72,3 +72,9 @@ def code_version() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank, no interpolation); values not empty."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

@@ -65,7 +65,7 @@ from aiokafka.errors import (
 from aiokafka.partitioner import DefaultPartitioner
 
 from app.devtools.bench_admission import positive_record
-from app.devtools.bench_output import code_version, emit, load_average, load_text
+from app.devtools.bench_output import code_version, emit, load_average, load_text, pct
 from app.shell.cli.broker import Broker, free_port, start_broker
 from app.shell.settings import Settings, load_settings
 from app.shell.wire import SOURCE_HEADER
@@ -77,7 +77,6 @@ __all__ = [
     "Options",
     "measure",
     "passthrough",
-    "pct",
     "produce",
     "register",
     "table",
@@ -142,11 +141,6 @@ def _probes(partitions: int) -> list[tuple[bytes, bytes, int | None, list[Any]]]
         found.setdefault(partitioner(run.encode(), everyone, everyone), _record(n, run, "probe-"))
         n += 1
     return [(k, v, None, []) for k, v in found.values()]
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 # -- the ceiling (a): a transactional pass-through, run as its own process ----------------------

@@ -86,7 +86,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from app.core.examples import BASIC_CATALOG
 from app.core.keys import log_key, partition_for_run
 from app.core.wire_ids import project_run_id
-from app.devtools.bench_output import code_version, emit
+from app.devtools.bench_output import code_version, emit, pct
 from app.shell.cli.broker import Broker, free_port, start_broker
 from app.shell.errors import OperatorError
 from app.shell.settings import Settings, load_settings
@@ -373,11 +373,6 @@ def rss_slope_kb(points: list[dict[str, Any]]) -> float | None:
         return None
     fit = statistics.linear_regression(xs, [float(p["rss_mb"]) * 1024 for p in points])
     return fit.slope
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -1172,9 +1167,9 @@ async def reads(bench: Bench, owned: dict[str, list[int]], per: int, rounds: int
         if flat:
             out.setdefault(kind, {})[loc] = {
                 "requests": len(flat),
-                "p50_ms": _pct(flat, 0.5),
-                "p99_ms": _pct(flat, 0.99),
-                "rounds": [[_pct(r, 0.5), _pct(r, 0.99)] for r in by_round if r],
+                "p50_ms": pct(flat, 0.5),
+                "p99_ms": pct(flat, 0.99),
+                "rounds": [[pct(r, 0.5), pct(r, 0.99)] for r in by_round if r],
             }
     for locs in out.values():
         if "own" in locs and "other" in locs:

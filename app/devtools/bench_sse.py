@@ -42,8 +42,8 @@ from aiokafka import AIOKafkaConsumer
 
 from app.core.keys import run_of_log_key, sequence_of_log_key
 from app.core.wire_ids import project_run_id
-from app.devtools.bench_output import emit
-from app.devtools.bench_pipeline import pct, produce, worker_env
+from app.devtools.bench_output import emit, pct
+from app.devtools.bench_pipeline import produce, worker_env
 from app.devtools.bench_projection import v1_component
 from app.shell.cli.broker import start_broker
 from app.shell.settings import load_settings
