@@ -481,20 +481,26 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _quiet(procs: _Procs, window: float = 1.0) -> float | None:
+def _procs_cpu(procs: _Procs) -> float:
+    """The CPU seconds (user + system) the processes of ``procs`` have used so far."""
+    return sum(_cpu_seconds(proc.pid) for proc, _ in procs.procs)
+
+
+async def _quiet(procs: _Procs, window: float = 1.0) -> tuple[float | None, float | None]:
     """Seconds until the processes used under ``QUIET_CORES`` over a ``window``: done with
-    their backlog (None: not quiet within ``QUIET_TIMEOUT``; the figures after it say so)."""
+    their backlog (None: not quiet within ``QUIET_TIMEOUT``; the figures after it say so); and
+    their CPU seconds when that quiet window began (what the backlog cost them)."""
     pids = [proc.pid for proc, _ in procs.procs]
     if not pids or not Path("/proc/self/stat").exists():
-        return None
+        return None, None
     start = time.monotonic()
     while time.monotonic() - start < QUIET_TIMEOUT:
-        before, t0 = sum(map(_cpu_seconds, pids)), time.monotonic()
+        before, t0 = _procs_cpu(procs), time.monotonic()
         await asyncio.sleep(window)
         procs.check()
-        if (sum(map(_cpu_seconds, pids)) - before) / (time.monotonic() - t0) < QUIET_CORES:
-            return round(time.monotonic() - start, 2)
-    return None
+        if (_procs_cpu(procs) - before) / (time.monotonic() - t0) < QUIET_CORES:
+            return round(time.monotonic() - start, 2), before
+    return None, None
 
 
 async def _latency(
@@ -588,6 +594,22 @@ async def _ready(bench: _Pass, bootstrap: str, groups: list[str], workers: int) 
         await admin.close()
 
 
+def profiled(command: list[str], name: str) -> list[str]:
+    """``python COMMAND``, run under the CPU-time sampler (``app.devtools.cpu_profile``) when
+    ``A2UI_STREAM_PROFILE_DIR`` names a directory: each process writes
+    ``<dir>/<name>-<pid of the bench>-<n>.folded`` and ``.txt`` at exit."""
+    where = os.environ.get("A2UI_STREAM_PROFILE_DIR")
+    if not where:
+        return [sys.executable, *command]
+    _profiled_count[0] += 1
+    label = name.replace(",", "+")
+    out = Path(where) / f"{label}-{os.getpid()}-{_profiled_count[0]}.folded"
+    return [sys.executable, "-m", "app.devtools.cpu_profile", str(out), "--", *command]
+
+
+_profiled_count = [0]
+
+
 async def _live_pass(
     bench: _Pass, broker: Broker, opts: Options, roles: str | None
 ) -> dict[str, Any]:
@@ -606,9 +628,9 @@ async def _live_pass(
     for n in range(opts.workers):
         if roles is not None:
             env = worker_env(bootstrap, bench.settings, bench.tmp, roles, n)
-            bench.procs.spawn([sys.executable, "-m", "app.shell.cli", "worker"], env, f"worker{n}")
+            bench.procs.spawn(profiled(["-m", "app.shell.cli", "worker"], roles), env, f"worker{n}")
         else:
-            argv = [sys.executable, "-m", "app.devtools.bench_pipeline", "passthrough"]
+            argv = profiled(["-m", "app.devtools.bench_pipeline", "passthrough"], "passthrough")
             argv += [bootstrap, admission, log_topic, f"{app_id}-passthrough"]
             bench.procs.spawn(argv, dict(os.environ), f"passthrough{n}")
     groups = [f"{app_id}-{r}" for r in roles.split(",")] if roles else [f"{app_id}-passthrough"]
@@ -620,6 +642,7 @@ async def _live_pass(
         await watcher.until(p, bench.procs)
         data = _records(opts.records, opts.runs, prefix="bench-")
         watching = asyncio.create_task(watcher.until(p + len(data), bench.procs))
+        cpu_before = _procs_cpu(bench.procs)
         first, acked = await _produce_fast(
             producer, admission, [(k, v, None, []) for k, v in data], p
         )
@@ -630,11 +653,13 @@ async def _live_pass(
             "produce_s": round(acked - first, 4),
             "envelopes_per_second": round(len(data) / (last - first), 1),
         }
-        if opts.latency_records:
-            # The latency phase offers a steady rate to a steady worker: after the drain the
-            # default worker's projector and read side still work through the backlog the
-            # validator just decided, and a figure taken then measures that catch-up.
-            out["settle_s"] = await _quiet(bench.procs)
+        # Until quiet: after the drain the default worker's projector and read side still work
+        # through the backlog the validator just decided. Their CPU up to then is the pass's
+        # cost; the latency phase then offers a steady rate to a steady worker (a figure taken
+        # during the catch-up measured the catch-up).
+        out["settle_s"], cpu_quiet = await _quiet(bench.procs)
+        if cpu_quiet is not None:
+            out["cpu_us_per_envelope"] = round((cpu_quiet - cpu_before) / len(data) * 1e6, 1)
         out |= await _latency(producer, admission, watcher, p + len(data), opts, bench.procs)
         out |= {
             "outcomes": len(watcher.seen) - p - opts.latency_records,
@@ -657,7 +682,8 @@ async def _projector_pass(
     bootstrap, p, log_topic = broker.bootstrap, opts.partitions, bench.topics["log"]
     for n in range(opts.workers):
         env = worker_env(bootstrap, bench.settings, bench.tmp, "projector", n)
-        bench.procs.spawn([sys.executable, "-m", "app.shell.cli", "worker"], env, f"worker{n}")
+        argv = profiled(["-m", "app.shell.cli", "worker"], "projector")
+        bench.procs.spawn(argv, env, f"worker{n}")
     group = f"{bench.settings.app_id}-projector"
 
     def row(r: Any) -> tuple[bytes, bytes, int, list[Any]]:
@@ -816,6 +842,11 @@ async def measure(opts: Options, broker: Broker) -> dict[str, Any]:
                     round(by[kind]["envelopes_per_second"] / by[ceiling]["envelopes_per_second"], 3)
                 )
             ratios[f"{kind} / {ceiling}"] = _spread(per_round)
+    cpu = {
+        kind: _spread([p["cpu_us_per_envelope"] for p in passes if p["kind"] == kind])
+        for kind in kinds
+        if any("cpu_us_per_envelope" in p for p in passes if p["kind"] == kind)
+    }
     latency = {
         kind: {
             q: _spread([p[f"latency_ms_{q}"] for p in passes if p["kind"] == kind])
@@ -846,6 +877,7 @@ async def measure(opts: Options, broker: Broker) -> dict[str, Any]:
         "passes": passes,
         "envelopes_per_second": figures,
         "ratios": ratios,
+        "cpu_us_per_envelope": cpu,
         "latency_ms": latency,
     }
 
@@ -895,6 +927,15 @@ def table(r: dict[str, Any]) -> str:
         f"{r['target_ratio_to_passthrough']:.0%} of the pass-through; validator alone >= "
         f"{r['target_validator_per_second']:,}/s"
     )
+    if r.get("cpu_us_per_envelope"):
+        lines += [
+            "",
+            "CPU of the worker (or pass-through) processes per envelope, from the first send "
+            f"until quiet, µs{many}",
+        ]
+        rows = [(_label(k), _s(s, ",.1f")) for k, s in r["cpu_us_per_envelope"].items()]
+        width = max(len(a) for a, _ in rows)
+        lines += [f"  {a:<{width}}  {b:>26}" for a, b in rows]
     if r["latency_ms"]:
         lines += [
             "",
@@ -983,6 +1024,13 @@ what each figure means:
                          processes are quiet after the timed pass (under 0.15 of a core:
                          the projector and read side done with its backlog); the table
                          says how long that took.
+  CPU per envelope       the user + system CPU seconds of the worker (or pass-through)
+                         processes from just before the first timed send until they are
+                         quiet after the drain (the projector's and read side's catch-up
+                         included), over the records published: the cost, where envelopes/s
+                         is also the machine's contention. Set A2UI_STREAM_PROFILE_DIR to a
+                         directory to run them under the CPU-time sampler
+                         (app/devtools/cpu_profile.py) and see where it goes.
   load average           /proc/loadavg at the start and the end: the machine may be shared.
 """
 

@@ -65,6 +65,11 @@ def _check(result: dict, opts: bench.Options) -> None:
             assert 0 < one["latency_ms_p50"] <= one["latency_ms_p99"] <= one["latency_ms_max"]
             if one["kind"] != "raw":  # offered once the processes were done with the backlog
                 assert one["settle_s"] is not None and one["settle_s"] > 0
+        if one["kind"] in ("validator,projector", "validator", "passthrough"):
+            assert one["cpu_us_per_envelope"] > 0  # the processes' CPU until quiet
+    for kind in kinds:
+        if kind in ("validator,projector", "validator", "passthrough"):
+            assert len(result["cpu_us_per_envelope"][kind]["per_round"]) == opts.rounds
     for kind in kinds[:-2]:
         for ceiling in ("passthrough", "raw"):
             ratio = result["ratios"][f"{kind} / {ceiling}"]
@@ -86,6 +91,7 @@ async def test_bench_pipeline_at_ci_size(
     out = capsys.readouterr().out
     assert "ceiling a: transactional pass-through" in out and "load average" in out
     assert "quiet after the drain" in out
+    assert "CPU of the worker (or pass-through) processes per envelope" in out
     assert emit(result, True, bench.table) == 0
     assert orjson.loads(capsys.readouterr().out)["records"] == 300
 
