@@ -4,7 +4,9 @@ Role: pure decisions over values (the Kafka Streams split between a task's proce
 driver; ``app.core.validator_batch`` is the validator's). The shell's projector loop
 (``app.shell.worker.projector_loop``) fetches a batch of log records and:
 
-1. decodes it once (``decode``: the events of the partitions it owns);
+1. decodes it once (``decode``: the events of the partitions it owns, and of those only the
+   runs someone follows: a record's run and sequence are in its key, so the JSON of a run no
+   subscriber follows is never parsed);
 2. asks ``needed_runs`` which runs the batch folds that its cache does not hold, and rebuilds
    those from their recorded events (I/O: the run store or the log partition;
    ``app.core.projector_runs.rebuild_run``);
@@ -28,7 +30,8 @@ The rules (each is what the loop did inline before; docs/projection.md):
 - each recorded event of a followed run folds over its run as the cache holds it, else as
   rebuilt, else (its first event, sequence 0) from nothing (``fold_run``). A followed run
   that is none of these (someone began to follow it after ``needed_runs`` was asked) makes
-  the batch a ``Refetch``; an event of a run that ``_working`` still cannot find is a bug in
+  the batch a ``Refetch``, as does a followed run whose events ``decode`` left undecoded (it
+  was followed by no one then); an event of a run that ``_working`` still cannot find is a bug in
   the caller (``LookupError``: the shell projects the partition again);
 - each surface change is planned for the run's subscribers with their cursors
   (``frames.plan``), redacted with the run's and its ancestors' SR-1 secrets; a frame goes to
@@ -49,12 +52,13 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
 from app.core import frames
 from app.core.frames import SubscriberCursor
+from app.core.keys import run_of_log_key, sequence_of_log_key
 from app.core.policy import HostPolicy
 from app.core.projector_runs import (
     Cached,
@@ -75,6 +79,7 @@ __all__ = [
     "Batch",
     "BatchPlan",
     "Decoded",
+    "LogEntry",
     "Kept",
     "LogRecord",
     "Need",
@@ -93,16 +98,30 @@ class LogRecord(Protocol):
         """The record's offset in its partition."""
 
     @property
+    def key(self) -> bytes | None:
+        """The record's key (``runId#sequence``, ``app.core.keys.log_key``)."""
+
+    @property
     def value(self) -> bytes | None:
         """The record's value (None: a tombstone)."""
 
 
+class LogEntry(NamedTuple):
+    """One recorded event of a batch: where it is, whose it is, and the event itself, or None
+    when no subscriber followed its run when the batch was decoded (not parsed)."""
+
+    offset: int
+    run_id: str
+    sequence: int
+    event: dict[str, Any] | None
+
+
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """One log partition's share of a batch: ``(offset, event)`` per record (tombstones
-    skipped) and the offset after its last record."""
+    """One log partition's share of a batch: a ``LogEntry`` per record (tombstones skipped) and
+    the offset after its last record."""
 
-    events: tuple[tuple[int, dict[str, Any]], ...]
+    events: tuple[LogEntry, ...]
     next_offset: int
 
 
@@ -154,14 +173,24 @@ class BatchPlan:
 # -- the batch ------------------------------------------------------------------------------
 
 
-def decode(batch: Mapping[int, Sequence[LogRecord]], owned: Container[int]) -> Batch:
-    """A fetched batch (records by log partition, in offset order) with the events of the
-    ``owned`` partitions decoded, once."""
+def decode(
+    batch: Mapping[int, Sequence[LogRecord]], owned: Container[int], registry: Registry
+) -> Batch:
+    """A fetched batch (records by log partition, in offset order) with the records of the
+    ``owned`` partitions read: each one's run and sequence from its key, and its event
+    parsed, once, only when someone in ``registry`` follows its run (measured: parsing every
+    record was most of a default worker's projector when no one followed, docs/pipeline.md).
+    A record whose key does not name its run is parsed for it."""
+    followed: dict[str, bool] = {}
     return Batch(
         tuple(p for p, records in batch.items() if records),
         {
             p: Decoded(
-                tuple((r.offset, orjson.loads(r.value)) for r in records if r.value is not None),
+                tuple(
+                    _entry(r.offset, r.key, r.value, registry, followed)
+                    for r in records
+                    if r.value is not None
+                ),
                 records[-1].offset + 1,
             )
             for p, records in batch.items()
@@ -170,19 +199,32 @@ def decode(batch: Mapping[int, Sequence[LogRecord]], owned: Container[int]) -> B
     )
 
 
+def _entry(
+    offset: int, key: bytes | None, value: bytes, registry: Registry, followed: dict[str, bool]
+) -> LogEntry:
+    try:
+        run_id, sequence = run_of_log_key(key or b""), sequence_of_log_key(key or b"")
+    except (ValueError, UnicodeDecodeError):
+        event = orjson.loads(value)  # not a log key (never written so): the event says
+        return LogEntry(offset, event["runId"], event["sequence"], event)
+    follows = followed.get(run_id)
+    if follows is None:
+        follows = followed[run_id] = bool(subscribers_for(registry, run_id))
+    return LogEntry(offset, run_id, sequence, orjson.loads(value) if follows else None)
+
+
 def needed_runs(batch: Batch, cached: Container[str], registry: Registry) -> dict[str, Need]:
     """The runs of a batch that someone in ``registry`` follows, that are not ``cached`` and
     had events before it (an event with sequence 0 is its run's first: nothing to rebuild)."""
     needs: dict[str, Need] = {}
     seen: set[str] = set()
     for partition, decoded in batch.partitions.items():
-        for offset, event in decoded.events:
-            run_id = event["runId"]
+        for offset, run_id, sequence, _event in decoded.events:
             if run_id in seen or run_id in cached:
                 continue
             seen.add(run_id)
-            if event["sequence"] > 0 and subscribers_for(registry, run_id):
-                needs[run_id] = Need(partition, offset, event["sequence"])
+            if sequence > 0 and subscribers_for(registry, run_id):
+                needs[run_id] = Need(partition, offset, sequence)
     return needs
 
 
@@ -193,21 +235,18 @@ def _followed(
     rebuilt: Mapping[str, RunSurfaces],
 ) -> dict[str, bool] | None:
     """Whether anyone in ``registry`` follows each run of the batch (asked once per run), or
-    None when a followed run is neither cached nor rebuilt nor new: someone began to follow it
-    after ``needed_runs`` was asked."""
+    None when someone began to follow a run after the batch was decoded (its events were
+    left undecoded) or after ``needed_runs`` was asked (it is neither cached nor rebuilt nor
+    new)."""
     followed: dict[str, bool] = {}
     for decoded in batch.partitions.values():
-        for _offset, event in decoded.events:
-            run_id = event["runId"]
-            if run_id in followed:
-                continue
-            followed[run_id] = bool(subscribers_for(registry, run_id))
-            if (
-                followed[run_id]
-                and event["sequence"] > 0
-                and run_id not in cache
-                and run_id not in rebuilt
-            ):
+        for _offset, run_id, sequence, event in decoded.events:
+            known = followed.get(run_id)
+            if known is None:
+                known = followed[run_id] = bool(subscribers_for(registry, run_id))
+                if known and sequence > 0 and run_id not in cache and run_id not in rebuilt:
+                    return None
+            if known and event is None:
                 return None
     return followed
 
@@ -260,8 +299,8 @@ def plan_batch(
     staged = _Staged()
     commits: dict[int, int] = {}
     for partition, decoded in batch.partitions.items():
-        for _offset, event in decoded.events:
-            if not followed[event["runId"]]:
+        for _offset, run_id, _sequence, event in decoded.events:
+            if event is None or not followed[run_id]:
                 continue  # no frame to plan: left out of the cache, rebuilt if followed later
             working = _working(partition, event, cache, rebuilt, staged.runs)
             working.run, changes = fold_run(working.run, event)

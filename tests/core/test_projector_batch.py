@@ -17,12 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.frames import SubscriberCursor
-from app.core.keys import partition_for_run
+from app.core.keys import log_key, partition_for_run
 from app.core.policy import HostPolicy
 from app.core.projector_batch import (
     Batch,
     BatchPlan,
     Decoded,
+    LogEntry,
     Need,
     Refetch,
     decode,
@@ -64,6 +65,12 @@ class Rec:
 
     offset: int
     value: bytes | None
+    key: bytes | None = None  # None: not a log key (decode reads the run from the event)
+
+
+def _rec(offset: int, recorded: dict[str, Any]) -> Rec:
+    """The log record of ``recorded`` as the validator writes it (keyed ``runId#sequence``)."""
+    return Rec(offset, orjson.dumps(recorded), log_key(recorded["runId"], recorded["sequence"]))
 
 
 @dataclass
@@ -116,7 +123,12 @@ def _batch(*parts: tuple[int, list[dict[str, Any]]], first: int = 0) -> Batch:
     return Batch(
         tuple(p for p, _ in parts),
         {
-            p: Decoded(tuple((first + i, e) for i, e in enumerate(events)), first + len(events))
+            p: Decoded(
+                tuple(
+                    LogEntry(first + i, e["runId"], e["sequence"], e) for i, e in enumerate(events)
+                ),
+                first + len(events),
+            )
             for p, events in parts
         },
     )
@@ -159,15 +171,50 @@ def test_decode_skips_tombstones_and_unowned_partitions_and_commits_past_the_las
     one, two = _event(A, 0), _event(B, 0)
     batch = decode(
         {
-            0: [Rec(4, orjson.dumps(one)), Rec(5, None)],  # the last record is a tombstone
-            1: [Rec(9, orjson.dumps(two))],  # not owned (any more, or not yet)
+            0: [_rec(4, one), Rec(5, None)],  # the last record is a tombstone
+            1: [_rec(9, two)],  # not owned (any more, or not yet)
             2: [],
             3: [Rec(0, None)],  # tombstones only
         },
         {0, 2, 3},
+        _registry(("s", False)),
     )
     assert batch.fetched == (0, 1, 3)
-    assert batch.partitions == {0: Decoded(((4, one),), 6), 3: Decoded((), 1)}
+    assert batch.partitions == {0: Decoded((LogEntry(4, A, 0, one),), 6), 3: Decoded((), 1)}
+
+
+def test_decode_parses_only_the_events_of_runs_someone_follows() -> None:
+    """A run nobody follows keeps its run and sequence (from the key) but its JSON is never
+    parsed: a value that is not JSON at all shows it."""
+    followed = _event(A, 0)
+    batch = decode(
+        {0: [_rec(0, followed), Rec(1, b"not json", log_key(B, 3))]},
+        {0},
+        _registry(("s", False, [A])),
+    )
+    assert batch.partitions[0].events == (LogEntry(0, A, 0, followed), LogEntry(1, B, 3, None))
+
+
+def test_a_run_followed_after_its_batch_was_decoded_makes_the_batch_a_refetch() -> None:
+    """Decoded while nobody followed B, planned after someone began to: B's events were not
+    parsed, so the batch is fetched again (then parsed) rather than planned without them."""
+    records = {0: [_rec(5, _event(A, 0)), _rec(6, _event(B, 0))]}
+    batch = decode(records, {0}, _registry(("s", False, [A])))
+    planned = plan_batch(
+        batch,
+        {},
+        rebuilt={},
+        positions={0: 5},
+        gathered=1,
+        generation=1,
+        registry=_registry(("s", False)),  # now follows every run, B too
+        policy=POLICY,
+        held=0,
+        cache_surfaces=10,
+    )
+    assert planned == Refetch({0: 5})
+    again = _plan(decode(records, {0}, _registry(("s", False))), registry=_registry(("s", False)))
+    assert {f[0] for f in _frames(again)} == {"s"} and len(again.runs) == 2
 
 
 @pytest.mark.parametrize(
@@ -199,8 +246,9 @@ def test_a_batch_gathered_across_a_rebalance_is_fetched_again_from_the_owned_pos
     """Partition 1 was not owned when the batch was decoded but is now (taken meanwhile): it is
     sought back too; partition 2 is not owned any more (revoked): left alone."""
     batch = decode(
-        {p: [Rec(0, orjson.dumps(_event(A, 0)))] for p in (0, 1, 2)},
+        {p: [_rec(0, _event(A, 0))] for p in (0, 1, 2)},
         {0, 2},
+        {},
     )
     planned = plan_batch(
         batch,
@@ -385,10 +433,10 @@ def _drive(
         by_partition: dict[int, list[Rec]] = {}
         for e in pending:
             p = partition_for_run(e["runId"], PARTITIONS)
-            by_partition.setdefault(p, []).append(Rec(offsets[p], orjson.dumps(e)))
+            by_partition.setdefault(p, []).append(_rec(offsets[p], e))
             offsets[p] += 1
         pending = []
-        batch = decode(by_partition, range(PARTITIONS))
+        batch = decode(by_partition, range(PARTITIONS), registry)
         rebuilt = {
             r: rebuild_run(r, [e for o, e in logged if e["runId"] == r and o < need.offset])
             for r, need in needed_runs(batch, cache, registry).items()
@@ -405,7 +453,7 @@ def _drive(
             del cache[run_id]
         assert cache_surfaces >= 10 or len(cache) == 1
         for part in batch.partitions.values():
-            logged += list(part.events)
+            logged += [(o, e) for o, _run, _seq, e in part.events if e is not None]
         for send in plan.sends:
             into = full if send.subscriber_id == "full" else delta
             into.setdefault((send.subscriber_id, send.key), []).append(send.value)

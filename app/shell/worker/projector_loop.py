@@ -501,7 +501,9 @@ class ProjectorLoop:
         assert self.consumer is not None
         try:
             decoded = projector_batch.decode(
-                {tp.partition: records for tp, records in batch.items()}, self.partitions
+                {tp.partition: records for tp, records in batch.items()},
+                self.partitions,
+                self.registry,
             )
             rebuilt = await self._rebuild_needed(
                 projector_batch.needed_runs(decoded, self.runs, self.registry)
