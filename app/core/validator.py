@@ -102,7 +102,8 @@ class SourceRecord:
 @dataclass(frozen=True, slots=True)
 class Append:
     """Append ``value`` at ``sequence`` of the run's log with ``key``; ``state`` is the run state
-    after it; ``drift`` as ``Admitted.drift``."""
+    after it; ``drift`` as ``Admitted.drift``; ``event_type``: the recorded event's ``type``
+    (its ``a2ui-type`` header on the log, so a reader need not parse the value for it)."""
 
     run_id: str
     sequence: int
@@ -110,17 +111,20 @@ class Append:
     value: bytes
     state: RunState
     drift: int | None
+    event_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class AppendMany:
     """A host command's events (app.core.host_commands), to append in order in ONE transaction
-    with the command's offset: ``records`` are ``(sequence, key, value)``."""
+    with the command's offset: ``records`` are ``(sequence, key, value)``, ``types`` their
+    events' ``type`` in the same order (``Append.event_type``)."""
 
     run_id: str
     records: tuple[tuple[int, bytes, bytes], ...]
     state: RunState
     resumes: tuple[bytes, ...] = ()  # schemas/resume records for the resumes topic
+    types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +357,7 @@ def _encode_command(ctx: _Record) -> Checked:
     assert run_id is not None and current is not None
     records = []
     resumes = []
+    types = []
     for event in ctx.events:
         try:
             value = orjson.dumps(event)
@@ -360,10 +365,11 @@ def _encode_command(ctx: _Record) -> Checked:
             return refuse(ENCODE, "/command", f"cannot encode: {exc}")
         current = apply(current, event)
         records.append((event["sequence"], log_key(run_id, event["sequence"]), value))
+        types.append(str(event["type"]))
         resumed = resume_of(event)
         if resumed is not None:
             resumes.append(orjson.dumps(resumed))
-    return AppendMany(run_id, tuple(records), current, tuple(resumes))
+    return AppendMany(run_id, tuple(records), current, tuple(resumes), tuple(types))
 
 
 # --- an envelope {runId, envelope} (app.core.admission) ---------------------------------------
@@ -411,6 +417,7 @@ def _encode_envelope(ctx: _Record) -> Checked:
         encoded,
         admitted.state,
         admitted.drift,
+        str(event["type"]),
     )
 
 

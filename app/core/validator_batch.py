@@ -62,6 +62,7 @@ from app.core.validator import (
 
 __all__ = [
     "SOURCE_HEADER",
+    "TYPE_HEADER",
     "PartitionPlan",
     "PartitionState",
     "Load",
@@ -81,6 +82,10 @@ __all__ = [
 
 # Every output names the admission record it came from: ``a2ui-source: <partition>:<offset>``.
 SOURCE_HEADER = "a2ui-source"
+# On every log record the validator writes: the recorded event's ``type``, so the read side
+# files an event (its run's status, the store's summary) without parsing it (issue 16: each
+# record decoded at most once per process; docs/pipeline.md).
+TYPE_HEADER = "a2ui-type"
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,10 @@ class _Evicted(Exception):  # noqa: N818 - control flow inside this module, neve
 
 def _header(partition: int, offset: int) -> tuple[tuple[str, bytes], ...]:
     return ((SOURCE_HEADER, f"{partition}:{offset}".encode()),)
+
+
+def _typed(header: tuple[tuple[str, bytes], ...], event_type: str) -> tuple[tuple[str, bytes], ...]:
+    return (*header, (TYPE_HEADER, event_type.encode())) if event_type else header
 
 
 def source_of(headers: Iterable[tuple[str, bytes]] | None) -> tuple[int, int] | None:
@@ -327,14 +336,17 @@ def _route(
     header = _header(partition, record.offset)
     if isinstance(out, Append):
         staged.runs[out.run_id] = compact(out.state)  # a run that ended leaves memory
-        staged.sends.append(Send(topics.log, partition, out.key, out.value, header))
+        staged.sends.append(
+            Send(topics.log, partition, out.key, out.value, _typed(header, out.event_type))
+        )
         staged.counts.append(("admitted", None))
         if out.drift is not None:
             staged.drifts.append((out.run_id, out.sequence, out.drift))
     elif isinstance(out, AppendMany):
         staged.runs[out.run_id] = compact(out.state)  # a cancelled run leaves memory
-        for _sequence, key, value in out.records:
-            staged.sends.append(Send(topics.log, partition, key, value, header))
+        types = out.types or ("",) * len(out.records)
+        for (_sequence, key, value), event_type in zip(out.records, types, strict=True):
+            staged.sends.append(Send(topics.log, partition, key, value, _typed(header, event_type)))
         run_key = out.run_id.encode()
         for resumed in out.resumes:
             staged.sends.append(Send(topics.resumes, partition, run_key, resumed, header))

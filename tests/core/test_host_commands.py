@@ -80,9 +80,12 @@ class Run:
         if isinstance(out, Append | AppendMany):
             self.state = out.state
             values = [out.value] if isinstance(out, Append) else [v for _, _, v in out.records]
-            for value in values:
+            types = [out.event_type] if isinstance(out, Append) else list(out.types)
+            assert len(types) == len(values)  # each record's a2ui-type header (validator_batch)
+            for value, event_type in zip(values, types, strict=True):
                 event = orjson.loads(value)
                 assert RECORDED.is_valid(event), event
+                assert event_type == event["type"]
                 self.log.append(event)
         return out
 

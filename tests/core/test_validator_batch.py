@@ -18,6 +18,7 @@ from app.core.run_state import RunState
 from app.core.validator import Append, AppendMany, Reject, SourceRecord, validate
 from app.core.validator_batch import (
     SOURCE_HEADER,
+    TYPE_HEADER,
     Load,
     PartitionPlan,
     PartitionState,
@@ -98,6 +99,13 @@ def test_a_batch_decides_as_the_oracle_and_routes_to_its_partition() -> None:
         for send in plan.sends:
             assert source_of(send.headers) is not None
             assert send.headers[0][0] == SOURCE_HEADER
+            # every log record names its event's type (the read side files it unparsed)
+            typed = dict(send.headers).get(TYPE_HEADER)
+            if send.topic == TOPICS.log:
+                assert send.value is not None
+                assert typed == orjson.loads(send.value)["type"].encode()
+            else:
+                assert typed is None
         assert plan.next_offset == records[-1].offset + 1
         assert len(plan.counts) == len(records)
         kinds = {outcome for outcome, _code in plan.counts}

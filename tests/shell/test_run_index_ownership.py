@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
+import orjson
 from aiokafka import TopicPartition
 
 from app.shell.worker.run_index import RunIndex
@@ -77,4 +79,39 @@ async def test_an_assignment_after_a_revoke_is_applied(tmp_path: Path) -> None:
     assert index.owned == {1, 2}
     assert {tp.partition for tp in consumer.assignment} == {1, 2}
     assert {tp.partition for tp in consumer.seeks} == {1, 2}
+    index.store.close()
+
+
+class _Record:
+    """A fetched log record (the fields ``RunIndex._ingest`` reads)."""
+
+    def __init__(self, offset: int, key: bytes, value: bytes, headers: list[Any]) -> None:
+        self.offset, self.key, self.value, self.headers = offset, key, value, headers
+        self.timestamp = 1_700_000_000_000
+
+
+async def test_an_event_with_its_type_header_is_filed_without_being_parsed(
+    tmp_path: Path,
+) -> None:
+    """Issue 16 (each record decoded at most once per process): the type comes from the
+    ``a2ui-type`` header; only a record without it (written before the header) is parsed. A
+    value that is not JSON shows which: with the header it is filed (and parsed only if ever
+    read), without it it cannot be and is skipped."""
+    index = _index(tmp_path)
+    index.assigned(frozenset({0}))
+    await index._apply_changes(_Consumer(lambda n: None))
+    typed = [("a2ui-source", b"0:7"), ("a2ui-type", b"ui.a2ui-surface")]
+    older = orjson.dumps({"runId": "t/r", "sequence": 1, "type": "run.completed"})
+    index._ingest(
+        {
+            TopicPartition(LOG, 0): [
+                _Record(0, b"t/r#0", b"not json: never parsed here", typed),
+                _Record(1, b"t/r#1", older, [("a2ui-source", b"0:8")]),
+                _Record(2, b"t/r#2", b"not json, and no type header", []),
+            ]
+        }
+    )
+    stored = list(index.store.events(0, "t/r"))
+    assert [(e.sequence, e.type) for e in stored] == [(0, "ui.a2ui-surface"), (1, "run.completed")]
+    assert index.outcomes["0:7"].events[0].type == "ui.a2ui-surface"
     index.store.close()

@@ -44,7 +44,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from app.core.keys import partition_for_run, run_of_log_key, sequence_of_log_key
 from app.core.run_lifecycle import INITIAL_STATUS, TERMINAL_STATUSES, status_after, status_of
-from app.shell.wire import SOURCE_HEADER
+from app.shell.wire import SOURCE_HEADER, TYPE_HEADER
 from app.shell.worker.kafka_io import MAX_FETCH_BYTES, partitions_of
 from app.shell.worker.run_store import RunStore, RunSummary
 
@@ -140,10 +140,29 @@ class RunLog:
 
 def _source_of(record: Any) -> str | None:
     """The ``a2ui-source`` header: the admission record a validator output is the outcome of."""
+    return _headers_of(record)[0]
+
+
+def _parsed(partition: int, record: Any) -> dict[str, Any] | None:
+    """A log record's event, or None (logged) when its value is not a JSON object."""
+    try:
+        event = orjson.loads(record.value)
+    except orjson.JSONDecodeError:
+        log.error("run index: undecodable log record %d:%d", partition, record.offset)
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _headers_of(record: Any) -> tuple[str | None, str | None]:
+    """A log record's ``a2ui-source`` and ``a2ui-type`` headers (None where absent: a record
+    written before the validator wrote its type is parsed for it)."""
+    source = event_type = None
     for name, value in record.headers or ():
         if name == SOURCE_HEADER:
-            return bytes(value).decode(errors="replace")
-    return None
+            source = bytes(value).decode(errors="replace")
+        elif name == TYPE_HEADER:
+            event_type = bytes(value).decode(errors="replace")
+    return source, event_type
 
 
 class PartitionUnsure(Exception):
@@ -394,20 +413,20 @@ class RunIndex:
                     self._live.pop(run_id, None)
                 touched[run_id] = run
             return
-        try:
-            event = orjson.loads(record.value)
-        except orjson.JSONDecodeError:
-            log.error("run index: undecodable log record %d:%d", partition, record.offset)
-            return
-        if not isinstance(event, dict):
-            return
-        event_type = str(event.get("type", ""))
+        source, event_type = _headers_of(record)
+        # Only a run someone reads, or an outcome someone waits for, keeps the decoded event;
+        # anything else keeps at most the bytes (decoded if ever read: lazily, once). The type
+        # comes from the record's header, so an event nobody reads is never parsed here.
+        wanted = run is not None or (source is not None and source in self._outcome_waiters)
+        event: dict[str, Any] | None = None
+        if wanted or event_type is None:
+            event = _parsed(partition, record)
+            if event is None:
+                return
+            if event_type is None:
+                event_type = str(event.get("type", ""))
         appended = int(record.timestamp or 0)
         writer.put(partition, run_id, sequence, event_type, record.value, record.offset, appended)
-        source = _source_of(record)
-        # Only a run someone reads, or an outcome someone waits for, keeps the decoded event;
-        # anything else keeps at most the bytes (decoded again if ever read: lazily, once).
-        wanted = run is not None or (source is not None and source in self._outcome_waiters)
         logged = LoggedEvent(
             sequence,
             event_type,
