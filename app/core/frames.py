@@ -31,7 +31,8 @@ Frames (schemas/projection-frame.schema.json; docs/projection.md):
   handed) costs a full frame only to the client that drifted.
 
 Rules (issue 5 §3), decided per subscriber in this order (the first that applies names the
-reason; a delta subscriber that gets a full frame is a counted fallback):
+reason, from the one vocabulary of both transports, ``app.core.frame_reasons``; a delta
+subscriber that gets a full frame is a counted fallback):
   subscription  the subscriber did not opt into deltas (RFC 0114: full by default)
   first         it holds nothing for this surface yet
   full-only     it kept failing (``MAX_RESYNCS`` resync requests): no resync loop
@@ -65,6 +66,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from app.core.frame_reasons import FALLBACK_REASONS
 from app.core.patch import verified_diff
 from app.core.redaction import Secrets, redact
 from app.core.surfaces import Surface, SurfaceChange, Trust
@@ -95,19 +97,6 @@ __all__ = [
 MAX_RESYNCS = 3
 DEFAULT_FULL_EVERY = 100  # deltas between digest checks (the registry's ``fullEvery``)
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"  # schemas/projection-frame ``digest``
-FALLBACK_REASONS = (
-    "first",
-    "full-only",
-    "resync",
-    "deleted",
-    "trust",
-    "partial",
-    "catalog",
-    "secrets",
-    "not-in-sync",
-    "empty",
-    "unverified",
-)
 
 
 class Subscription(NamedTuple):
@@ -331,7 +320,7 @@ class Prepared:
     @property
     def delta(self) -> list[dict[str, Any]] | str:
         """The verified patch old -> new (over redacted contents), or why there is none:
-        ``"empty"`` or ``"unverified"``."""
+        ``"first"`` (the change has no old surface), ``"empty"`` or ``"unverified"``."""
         if self._delta is _UNSET:
             old = self.change.old
             if old is None:
@@ -350,7 +339,7 @@ class Prepared:
 
     @property
     def delta_reason(self) -> str:
-        """``"delta"``, or why this change has no delta (``"empty"``, ``"unverified"``)."""
+        """``"delta"``, or why this change has no delta (``Prepared.delta``'s reasons)."""
         if self._delta_reason is None:
             delta = self.delta
             self._delta_reason = delta if isinstance(delta, str) else "delta"

@@ -20,7 +20,8 @@ frame ``{surfaceRef, catalogVersion, patch}``, where
 ``ui.a2ui-surface.delta``, is openwop-app's; the spec names none, §18 item 6), and
 ``delta_event_doc`` renders a delta for the ``Accept: application/json`` read.
 
-An event goes FULL, for the first reason that applies (``FULL_REASONS``):
+An event goes FULL, for the first reason that applies (``FULL_REASONS``, from the one
+vocabulary of both transports, ``app.core.frame_reasons``):
   first       nothing v1 was delivered on this connection yet (RFC 0114: start from a full)
   catalog     its catalogVersion differs (RFC 0114: a catalog change starts from a fresh full)
   trust       its trust differs from the last delivered one's. A delta carries no trust
@@ -76,6 +77,7 @@ from typing import Any, Final, Literal, NamedTuple, TypeAlias
 import orjson
 
 from app.core.fold import is_v2_body
+from app.core.frame_reasons import FULL_REASONS
 from app.core.patch import PatchError, apply_patch, json_equal, verified_diff
 from app.core.payload_rules import PayloadRules
 from app.core.surfaces import V1_SURFACE_ID
@@ -102,7 +104,6 @@ __all__ = [
 
 SURFACE_EVENT: Final = "ui.a2ui-surface"
 DELTA_EVENT: Final = "ui.a2ui-surface.delta"  # openwop-app's name; unspecified (§18 item 6)
-FULL_REASONS: Final = ("first", "catalog", "trust", "binding", "empty", "unverified", "invalid")
 
 _V1_VERSIONS: Final = (0, 1)  # the per-kind versions whose payload is the v1 branch (§1)
 _PATCH_OPS: Final = frozenset({"add", "remove", "replace"})  # what our diff emits (§10)
