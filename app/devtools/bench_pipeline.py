@@ -900,7 +900,8 @@ def _s(spread: dict[str, Any], fmt: str = ",.0f") -> str:
 def _settled(r: dict[str, Any], kind: str) -> str:
     """How long the processes of ``kind`` took to be quiet after each timed pass."""
     got = [p.get("settle_s", "n/a") for p in r["passes"] if p["kind"] == kind]
-    return ", ".join("not quiet" if s is None else f"{s} s" for s in got) or "n/a"
+    said = ["not quiet" if s is None else "n/a" if s == "n/a" else f"{s} s" for s in got]
+    return ", ".join(said) or "n/a"
 
 
 def table(r: dict[str, Any]) -> str:
