@@ -1,6 +1,6 @@
 """Frame planning: which frame each subscriber gets for one surface change (issue 5 §2-§4).
 
-``plan(change, subscribers, secrets=...) -> Plan`` turns one ``SurfaceChange`` (from
+``plan_frames(change, subscribers, secrets=...) -> Plan`` turns one ``SurfaceChange`` (from
 ``app.core.surfaces.project``) into encoded frames, one per subscriber, and each subscriber's
 new ``SubscriberCursor``. The shell writes ``Plan.sends`` to the subscriber topics, stores
 ``Plan.cursors`` and counts ``Plan.fallbacks`` on /metrics. Nothing here does I/O.
@@ -75,14 +75,14 @@ __all__ = [
     "MAX_RESYNCS",
     "DEFAULT_FULL_EVERY",
     "FALLBACK_REASONS",
-    "Subscription",
+    "Recipient",
     "SubscriberCursor",
     "Send",
     "Plan",
     "Prepared",
     "prepare",
     "choose",
-    "plan",
+    "plan_frames",
     "full_frame",
     "encode_frame",
     "rfc0114_frame",
@@ -99,8 +99,9 @@ DEFAULT_FULL_EVERY = 100  # deltas between digest checks (the registry's ``fullE
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"  # schemas/projection-frame ``digest``
 
 
-class Subscription(NamedTuple):
-    """A registered subscriber (the registry record, schemas/subscription)."""
+class Recipient(NamedTuple):
+    """A subscriber as the planner needs it: what of its registry record
+    (``app.core.subscriptions.Subscription``, schemas/subscription) decides its frames."""
 
     subscriber_id: str
     delta: bool = False
@@ -380,7 +381,7 @@ def prepare(change: SurfaceChange, secrets: Secrets = ()) -> Prepared:
     return Prepared(change, secrets)
 
 
-def _reason(prepared: Prepared, sub: Subscription, cursor: SubscriberCursor | None) -> str:
+def _reason(prepared: Prepared, sub: Recipient, cursor: SubscriberCursor | None) -> str:
     """``"delta"`` or the reason this subscriber gets a full frame (module docstring order)."""
     if not sub.delta:
         return "subscription"
@@ -411,7 +412,7 @@ def _reason(prepared: Prepared, sub: Subscription, cursor: SubscriberCursor | No
 
 
 def choose(
-    prepared: Prepared, sub: Subscription, cursor: SubscriberCursor | None
+    prepared: Prepared, sub: Recipient, cursor: SubscriberCursor | None
 ) -> tuple[Send, SubscriberCursor]:
     """The frame for one subscriber and its cursor after it."""
     reason = _reason(prepared, sub, cursor)
@@ -434,9 +435,9 @@ def choose(
 _make: Any = tuple.__new__
 
 
-def plan(
+def plan_frames(
     change: SurfaceChange,
-    subscribers: Iterable[tuple[Subscription, SubscriberCursor | None]],
+    subscribers: Iterable[tuple[Recipient, SubscriberCursor | None]],
     *,
     secrets: Secrets = (),
 ) -> Plan:
@@ -465,7 +466,7 @@ def on_resync(cursor: SubscriberCursor | None) -> SubscriberCursor | None:
 
 def answer_resync(
     surface: Surface,
-    sub: Subscription,
+    sub: Recipient,
     cursor: SubscriberCursor | None,
     *,
     secrets: Secrets = (),
@@ -495,7 +496,7 @@ def answer_resync(
 
 
 def catch_up(
-    surfaces: Iterable[Surface], sub: Subscription, *, secrets: Secrets = ()
+    surfaces: Iterable[Surface], sub: Recipient, *, secrets: Secrets = ()
 ) -> tuple[tuple[Send, SubscriberCursor], ...]:
     """A subscriber that registers after its runs' surfaces exist: one full frame per surface
     as it is now (RFC 0114: the host MUST be able to materialize the full surface for any

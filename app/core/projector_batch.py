@@ -34,7 +34,7 @@ The rules (each is what the loop did inline before; docs/projection.md):
   was followed by no one then); an event of a run that ``_working`` still cannot find is a bug in
   the caller (``LookupError``: the shell projects the partition again);
 - each surface change is planned for the run's subscribers with their cursors
-  (``frames.plan``), redacted with the run's and its ancestors' SR-1 secrets; a frame goes to
+  (``frames.plan_frames``), redacted with the run's and its ancestors' SR-1 secrets; a frame goes to
   its subscriber's topic keyed ``runId/surfaceId``;
 - the offset committed per partition is the one after the batch's last record (tombstones
   included), after the frames are sent (at least once);
@@ -354,13 +354,13 @@ def _fan_out(
     policy: HostPolicy,
     staged: _Staged,
 ) -> None:
-    """The frames of one surface change, one per subscriber of its run (``frames.plan``)."""
+    """The frames of one surface change, one per subscriber of its run (``frames.plan_frames``)."""
     run_id, surface_id = change.key.run_id, change.key.surface_id
     subs = subscribers_for(registry, run_id)
     if not subs:
         return
     pairs = [(subscription_of(s), working.cursor((s.subscriber_id, surface_id))) for s in subs]
-    planned = frames.plan(change, pairs, secrets=run_secrets(policy, working.run))
+    planned = frames.plan_frames(change, pairs, secrets=run_secrets(policy, working.run))
     staged.warnings += [(run_id, surface_id, warning) for warning in planned.warnings]
     for sid, cursor in planned.cursors.items():
         working.cursors[(sid, surface_id)] = cursor

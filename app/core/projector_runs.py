@@ -168,9 +168,9 @@ def run_secrets(policy: HostPolicy, run: RunSurfaces) -> Secrets:
     return prepare(policy.secrets_for(run.run_id, run.lineage))
 
 
-def subscription_of(sub: Subscription) -> frames.Subscription:
+def subscription_of(sub: Subscription) -> frames.Recipient:
     """The frame planner's view of a registered subscriber."""
-    return frames.Subscription(sub.subscriber_id, sub.delta, sub.full_every)
+    return frames.Recipient(sub.subscriber_id, sub.delta, sub.full_every)
 
 
 # -- resync requests -----------------------------------------------------------------------

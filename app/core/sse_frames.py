@@ -89,7 +89,7 @@ __all__ = [
     "NO_TAINT",
     "DeltaCursor",
     "Shown",
-    "Step",
+    "DeltaStep",
     "StreamOutput",
     "Taint",
     "sse_frame",
@@ -233,7 +233,7 @@ class DeltaCursor(NamedTuple):
     partial: bool = False
 
 
-class Step(NamedTuple):
+class DeltaStep(NamedTuple):
     """What ``step`` decided: the cursor after the event, the RFC 0114 frame when the event
     goes as a delta (else None), and ``"delta"``, ``"other"`` or one of ``FULL_REASONS``."""
 
@@ -325,23 +325,23 @@ def _patch_or_reason(old: Any, new: Any, rules: PayloadRules) -> list[dict[str, 
     return patch
 
 
-def step(cursor: DeltaCursor, event: Mapping[str, Any], rules: PayloadRules) -> Step:
+def step(cursor: DeltaCursor, event: Mapping[str, Any], rules: PayloadRules) -> DeltaStep:
     """Decide how ``event`` goes to a ``?a2uiDelta=1`` connection holding ``cursor``."""
     envelope = _v1_envelope(event)
     if envelope is None:
-        return Step(cursor, None, "other")
+        return DeltaStep(cursor, None, "other")
     after = _cursor_for(event, envelope)  # the consumer holds the new payload either way
     reason = _context_reason(cursor, after)
     if reason is not None:
-        return Step(after, None, reason)
+        return DeltaStep(after, None, reason)
     surface_ref = after.event_id
     if not isinstance(surface_ref, str) or not surface_ref:
-        return Step(after, None, "invalid")  # the frame schema needs a surfaceRef
+        return DeltaStep(after, None, "invalid")  # the frame schema needs a surfaceRef
     found = _patch_or_reason(cursor.payload, after.payload, rules)
     if isinstance(found, str):
-        return Step(after, None, found)
+        return DeltaStep(after, None, found)
     frame = {"surfaceRef": surface_ref, "catalogVersion": after.catalog_version, "patch": found}
-    return Step(after, frame, "delta")
+    return DeltaStep(after, frame, "delta")
 
 
 def next_output(

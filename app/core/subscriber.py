@@ -73,7 +73,7 @@ from app.core.refusal import Violation
 from app.core.surfaces import V1_SURFACE_ID
 
 __all__ = [
-    "Rules",
+    "SurfaceChecks",
     "HeldSurface",
     "SubscriberView",
     "Trouble",
@@ -83,7 +83,7 @@ __all__ = [
     "HeldInvalid",
     "InvalidSurface",
     "SurfaceProblem",
-    "Outcome",
+    "Received",
     "receive",
     "due_resyncs",
     "next_resync_at",
@@ -103,7 +103,7 @@ RESYNC_BACKOFF_BASE = 1.0  # seconds before a second resync request for the same
 RESYNC_BACKOFF_CAP = 60.0  # the longest wait between two requests for one surface
 
 
-class Rules(Protocol):
+class SurfaceChecks(Protocol):
     """What the subscriber needs from ``app.core.payload_rules.PayloadRules``."""
 
     def check_v1(self, payload: Any) -> Violation | None:
@@ -248,7 +248,7 @@ class Delivered(NamedTuple):
     kind: str
 
 
-Outcome = Delivered | ResyncNeeded | ResyncDeferred | HeldInvalid
+Received = Delivered | ResyncNeeded | ResyncDeferred | HeldInvalid
 
 
 # --- validation ----------------------------------------------------------------------------------
@@ -351,7 +351,7 @@ def _v2_pointer(path: str, payload: int, ids: list[str]) -> str:
 
 
 def surface_problem(
-    version: int, content: Any, catalog: str, surface_id: str, rules: Rules
+    version: int, content: Any, catalog: str, surface_id: str, rules: SurfaceChecks
 ) -> SurfaceProblem | None:
     """Why ``content`` must not be rendered (rule, pointer into it, reason), or ``None`` when it
     is a valid surface of its version (v1: the closed catalog; v2: the profile) under the
@@ -388,7 +388,7 @@ def surface_problem(
 
 
 def validate_surface(
-    version: int, content: Any, catalog: str, surface_id: str, rules: Rules
+    version: int, content: Any, catalog: str, surface_id: str, rules: SurfaceChecks
 ) -> str | None:
     """Why ``content`` must not be rendered, or ``None`` (``surface_problem``'s reason)."""
     problem = surface_problem(version, content, catalog, surface_id, rules)
@@ -508,7 +508,7 @@ def _asked(trouble: Trouble, now: float | None) -> Trouble:
 
 def _refuse(
     view: SubscriberView, key: tuple[str, str], failure: _Failure, now: float | None
-) -> tuple[SubscriberView, Outcome]:
+) -> tuple[SubscriberView, Received]:
     """The outcome of a frame that could not be used (module docstring, "Loop-proof")."""
     run_id, surface_id = key
     view = _stale(view, view.surfaces.get(key))
@@ -580,9 +580,9 @@ def _sequence_of(frame: Mapping[str, Any]) -> int | None:
 def receive(  # noqa: C901 - the subscriber's one choke point (full or delta)
     view: SubscriberView,
     frame: bytes | Mapping[str, Any],
-    rules: Rules,
+    rules: SurfaceChecks,
     now: float | None = None,
-) -> tuple[SubscriberView, Outcome]:
+) -> tuple[SubscriberView, Received]:
     """Apply one frame at ``now`` (the caller's clock, for the resync backoff; ``None``: no
     backoff). Never raises on any input; never returns an unvalidated surface."""
     decoded = _decode(frame)
@@ -601,7 +601,7 @@ def receive(  # noqa: C901 - the subscriber's one choke point (full or delta)
     sequence, kind = decoded["sequence"], decoded["kind"]
     marked = kind == "full" and decoded.get("resync") is True
 
-    def fail(reason: str, invalid: SurfaceProblem | None = None) -> tuple[SubscriberView, Outcome]:
+    def fail(reason: str, invalid: SurfaceProblem | None = None) -> tuple[SubscriberView, Received]:
         return _refuse(view, key, _Failure(kind, sequence, reason, invalid, marked), now)
 
     if kind == "full":

@@ -17,7 +17,7 @@ __all__ = [
     "TopicPlan",
     "TopicSpec",
     "desired_topics",
-    "plan",
+    "plan_topics",
     "subscriber_topic",
 ]
 
@@ -98,7 +98,7 @@ def subscriber_topic(
     )
 
 
-def plan(desired: Sequence[TopicSpec], actual: Mapping[str, ActualTopic]) -> TopicPlan:
+def plan_topics(desired: Sequence[TopicSpec], actual: Mapping[str, ActualTopic]) -> TopicPlan:
     """Compare the desired topics with the broker's: what to create and where they differ."""
     create: list[TopicSpec] = []
     drift: list[Drift] = []

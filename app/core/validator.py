@@ -256,7 +256,7 @@ class _Record(Reading):
 
 Checked = Violation | Output | None  # a step's answer: refuse, the outcome, or go on
 Check = Callable[[_Record], Checked]
-Step = tuple[str, tuple[Rule, ...], Check]
+StageStep = tuple[str, tuple[Rule, ...], Check]
 
 
 # --- the run: its id, its partition, its state -------------------------------------------------
@@ -428,7 +428,7 @@ class Stage(NamedTuple):
 
     name: str
     applies: Callable[[_Record], bool]
-    steps: tuple[Step, ...]
+    steps: tuple[StageStep, ...]
     correlated: bool
 
 

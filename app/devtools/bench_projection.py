@@ -1,6 +1,6 @@
 """``a2ui-stream bench projection [--json] [--updates N]``: what the projector costs and saves
 (issue 5 acceptance), driven through the real core: ``decide`` records the events,
-``surfaces.project`` materializes them, ``frames.plan`` plans and encodes the frames.
+``surfaces.project`` materializes them, ``frames.plan_frames`` plans and encodes the frames.
 
 Shell module (it reads the clock, the schema files and randomness). Three parts:
 
@@ -17,7 +17,7 @@ Shell module (it reads the clock, the schema files and randomness). Three parts:
   of 3,000 random JSON pairs (nested arrays and objects, keys with ``/`` and ``~``) is where
   ``jsonpatch.make_patch`` is known to produce patches that do not apply;
 - fan-out: one update to 1, 100 and 1,000 subscribers (all delta and in sync, then all full),
-  as the projector sends it: ``frames.plan`` (plan + encode) and then one awaited
+  as the projector sends it: ``frames.plan_frames`` (plan + encode) and then one awaited
   ``projector_loop.send_frame`` per frame, keyed ``runId/surfaceId``, to the subscriber's own
   topic (the subscriber-topic template of topics/; at most ``FANOUT_TOPICS`` topics,
   subscriber ``i`` on topic ``i % FANOUT_TOPICS``, created for the bench and deleted after
@@ -47,7 +47,7 @@ from typing import Any
 import orjson
 
 from app.core.admission import Admitted, decide
-from app.core.frames import DEFAULT_FULL_EVERY, SubscriberCursor, Subscription, plan
+from app.core.frames import DEFAULT_FULL_EVERY, Recipient, SubscriberCursor, plan_frames
 from app.core.patch import PatchError, apply_patch, json_equal, verified_diff
 from app.core.policy import SURFACE_KIND, HostPolicy
 from app.core.subscriptions import MAX_FULL_EVERY
@@ -215,13 +215,13 @@ def measure_bytes(
     """Both streams over ``changes``; ``full_every`` is the delta subscriber's digest-check
     period (the largest a subscription may take, ``MAX_FULL_EVERY``, means no check in a bench
     run). A subscriber in sync passes every check, so it gets no full frame after the first."""
-    full, delta = Subscription("full"), Subscription("delta", delta=True, full_every=full_every)
+    full, delta = Recipient("full"), Recipient("delta", delta=True, full_every=full_every)
     cursors: dict[str, SubscriberCursor] = {}
     totals = {"full": 0, "delta": 0}
     kinds = {"full": 0, "delta": 0}
     first_full = full_bytes = digests = 0
     for index, change in enumerate(changes):
-        result = plan(change, [(s, cursors.get(s.subscriber_id)) for s in (full, delta)])
+        result = plan_frames(change, [(s, cursors.get(s.subscriber_id)) for s in (full, delta)])
         cursors.update(result.cursors)
         for send in result.sends:
             if index == 0:
@@ -417,15 +417,15 @@ def measure_fanout(changes: list[SurfaceChange]) -> list[dict[str, Any]]:
     rows = []
     for count in FANOUT:
         for mode in ("delta", "full"):
-            subs = [Subscription(f"s{i}", delta=mode == "delta") for i in range(count)]
+            subs = [Recipient(f"s{i}", delta=mode == "delta") for i in range(count)]
             # every subscriber holds exactly the surface this change starts from
-            held = plan(old_change, [(s, None) for s in subs]).cursors
+            held = plan_frames(old_change, [(s, None) for s in subs]).cursors
             pairs = [(s, held[s.subscriber_id]) for s in subs]
             repeats = max(5, 2000 // count)
             samples = []
             for _ in range(repeats):
                 start = time.perf_counter_ns()
-                result = plan(change, pairs)
+                result = plan_frames(change, pairs)
                 samples.append((time.perf_counter_ns() - start) / 1000.0)
             kinds = {send.kind for send in result.sends}
             rows.append(
@@ -463,14 +463,14 @@ async def measure_fanout_produced(
             await (await send_frame(producer, topic, b"warm-up", key, None, partitions))
         for count in FANOUT:
             for mode in ("delta", "full"):
-                subs = [Subscription(f"s{i}", delta=mode == "delta") for i in range(count)]
+                subs = [Recipient(f"s{i}", delta=mode == "delta") for i in range(count)]
                 where = {s.subscriber_id: topics[i % len(topics)] for i, s in enumerate(subs)}
-                held = plan(old_change, [(s, None) for s in subs]).cursors
+                held = plan_frames(old_change, [(s, None) for s in subs]).cursors
                 pairs = [(s, held[s.subscriber_id]) for s in subs]
                 plans, sends, acked, cpu = [], [], [], []
                 for _ in range(max(3, 200 // count)):
                     t0, c0 = time.perf_counter_ns(), time.process_time_ns()
-                    result = plan(change, pairs)
+                    result = plan_frames(change, pairs)
                     t1 = time.perf_counter_ns()
                     futures = [
                         await send_frame(

@@ -18,7 +18,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "projection.md"
 
 
 def _returned_strings(module: ModuleType, *functions: str) -> set[str]:
-    """The string literals ``functions`` of ``module`` return (directly, or as a ``Step``'s
+    """The string literals ``functions`` of ``module`` return (directly, or as a ``DeltaStep``'s
     third argument)."""
     tree = ast.parse(inspect.getsource(module))
     found: set[str] = set()
@@ -29,7 +29,7 @@ def _returned_strings(module: ModuleType, *functions: str) -> set[str]:
                     continue
                 value = ret.value
                 if isinstance(value, ast.Call) and len(value.args) == 3:
-                    value = value.args[2]  # Step(cursor, frame, reason)
+                    value = value.args[2]  # DeltaStep(cursor, frame, reason)
                 if isinstance(value, ast.Constant) and isinstance(value.value, str):
                     found.add(value.value)
     return found

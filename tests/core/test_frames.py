@@ -16,12 +16,12 @@ from app.core import frames
 from app.core.frames import (
     DIGEST_PATTERN,
     MAX_RESYNCS,
-    Subscription,
+    Recipient,
     answer_resync,
     catch_up,
     encode_frame,
     on_resync,
-    plan,
+    plan_frames,
     prepare,
     rfc0114_frame,
     surface_digest,
@@ -48,8 +48,8 @@ UPSTREAM_FRAME = (
 )
 FRAME_SCHEMA = Draft202012Validator(load_schema_documents()["projection-frame"])
 MATERIALIZED_SCHEMA = Draft202012Validator(load_schema_documents()["materialized-surface"])
-FULL = Subscription("full-sub", delta=False)
-DELTA = Subscription("delta-sub", delta=True, full_every=3)
+FULL = Recipient("full-sub", delta=False)
+DELTA = Recipient("delta-sub", delta=True, full_every=3)
 
 
 def v1_with(text_1: str, **extra: Any) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def v1_with(text_1: str, **extra: Any) -> dict[str, Any]:
 class Driver:
     """Projects events and plans frames for subscribers, keeping their cursors."""
 
-    def __init__(self, *subs: Subscription, secrets: Any = ()) -> None:
+    def __init__(self, *subs: Recipient, secrets: Any = ()) -> None:
         self.state = Projection()
         self.subs = subs
         self.cursors: dict[str, Any] = {}
@@ -72,10 +72,10 @@ class Driver:
     def emit(self, body: Any, **kwargs: Any) -> frames.Plan:
         self.state, (change,) = project(self.state, event(self.seq, body, **kwargs))
         self.seq += 1
-        return self.plan(change)
+        return self.plan_frames(change)
 
-    def plan(self, change: SurfaceChange) -> frames.Plan:
-        result = plan(
+    def plan_frames(self, change: SurfaceChange) -> frames.Plan:
+        result = plan_frames(
             change,
             [(s, self.cursors.get(s.subscriber_id)) for s in self.subs],
             secrets=self.secrets,
@@ -89,7 +89,7 @@ class Driver:
         return result
 
     @staticmethod
-    def frame(result: frames.Plan, sub: Subscription) -> tuple[str, str, dict[str, Any]]:
+    def frame(result: frames.Plan, sub: Recipient) -> tuple[str, str, dict[str, Any]]:
         (send,) = [s for s in result.sends if s.subscriber_id == sub.subscriber_id]
         return send.kind, send.reason, orjson.loads(send.frame)
 
@@ -128,8 +128,8 @@ def test_frames_v1_leaf_update_is_the_suite_delta() -> None:
 
 
 def test_frames_delta_is_computed_once_and_shared() -> None:
-    subs = [Subscription(f"d{i}", delta=True) for i in range(50)] + [
-        Subscription(f"f{i}") for i in range(50)
+    subs = [Recipient(f"d{i}", delta=True) for i in range(50)] + [
+        Recipient(f"f{i}") for i in range(50)
     ]
     d = Driver(*subs)
     d.emit(FULL_SURFACE_V0)
@@ -158,7 +158,7 @@ def test_frames_every_full_every_th_delta_carries_a_digest_not_a_full(
     """The periodic check: the ``full_every``-th delta in a row (the counter restarts after a
     check as after a full frame) is the same delta plus the digest of the surface after it;
     a subscriber in sync gets no full frame at all."""
-    sub = Subscription("checked", delta=True, full_every=full_every)
+    sub = Recipient("checked", delta=True, full_every=full_every)
     d = Driver(sub)
     d.emit(FULL_SURFACE_V0)
     got = []
@@ -177,8 +177,8 @@ def test_frames_every_full_every_th_delta_carries_a_digest_not_a_full(
 
 
 def test_frames_digest_delta_is_computed_once_and_is_the_delta_plus_digest() -> None:
-    checked = [Subscription(f"c{i}", delta=True, full_every=1) for i in range(20)]
-    plain = [Subscription(f"p{i}", delta=True) for i in range(20)]
+    checked = [Recipient(f"c{i}", delta=True, full_every=1) for i in range(20)]
+    plain = [Recipient(f"p{i}", delta=True) for i in range(20)]
     d = Driver(*checked, *plain)
     d.emit(FULL_SURFACE_V0)
     result = d.emit(v1_with("x"))
@@ -194,7 +194,7 @@ def test_frames_digest_delta_is_computed_once_and_is_the_delta_plus_digest() -> 
 def test_frames_digest_is_of_the_redacted_surface_the_subscriber_holds() -> None:
     secret = "sk-live-0123456789"
     secrets = prepare_secrets([("vault-1", secret)])
-    sub = Subscription("checked", delta=True, full_every=1)
+    sub = Recipient("checked", delta=True, full_every=1)
     d = Driver(sub, secrets=secrets)
     d.emit(FULL_SURFACE_V0)
     _, reason, frame = d.frame(d.emit(v1_with(f"token {secret}")), sub)
@@ -386,7 +386,7 @@ def test_frames_catch_up_sends_every_live_surface_in_full() -> None:
     d.emit(v2("a", create("a"), components("a", column("root"))))
     d.emit(v2("b", create("b")))
     d.emit(v2("b", delete("b")))
-    late = Subscription("late", delta=True)
+    late = Recipient("late", delta=True)
     run_id = event(0, {})["runId"]
     sent = catch_up(d.state.surfaces_of(run_id), late)
     frames_ = sorted((orjson.loads(send.frame) for send, _ in sent), key=lambda f: f["surfaceId"])
@@ -395,7 +395,7 @@ def test_frames_catch_up_sends_every_live_surface_in_full() -> None:
     # the next change is a delta for the late subscriber too
     (a_cursor,) = [c for s, c in sent if orjson.loads(s.frame)["surfaceId"] == "a"]
     state, (change,) = project(d.state, event(d.seq, v2("a", components("a", text("t")))))
-    result = plan(change, [(late, a_cursor)])
+    result = plan_frames(change, [(late, a_cursor)])
     assert result.sends[0].kind == "delta"
 
 

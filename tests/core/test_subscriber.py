@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from app.core.frames import (
+    Recipient,
     SubscriberCursor,
-    Subscription,
     answer_resync,
     full_frame,
-    plan,
+    plan_frames,
     surface_digest,
 )
 from app.core.patch import apply_patch, json_equal
@@ -434,14 +434,14 @@ def test_subscriber_drift_is_caught_by_the_next_digest_and_one_full_frame_fixes_
     The next delta still applies (the drift is invisible until the check); the digest frame is
     refused (not delivered, stale, resync); the projector's one full frame fixes it; the next
     check passes."""
-    sub = Subscription("checked", delta=True, full_every=3)
+    sub = Recipient("checked", delta=True, full_every=3)
     state, cursor, view = Projection(), None, SubscriberView()
     seen = []
     for n in range(8):
         body = copy.deepcopy(FULL_SURFACE_V0)
         body["surface"]["components"][1]["text"] = f"v{n}"
         state, (change,) = project(state, event(n, body))
-        result = plan(change, [(sub, cursor)])
+        result = plan_frames(change, [(sub, cursor)])
         cursor = result.cursors[sub.subscriber_id]
         (send,) = result.sends
         view, outcome = receive(view, send.frame, rules())
@@ -533,8 +533,8 @@ def test_subscriber_an_invalid_full_frame_is_reported_once_and_asked_for_once(de
     projector answers with the same surface, which fails again... Now: one report, one request,
     and every later answer (however many the projector sends) is held, not asked for again."""
     change = _invalid_change()
-    sub = Subscription("ui-7", delta=delta)
-    result = plan(change, [(sub, None)])
+    sub = Recipient("ui-7", delta=delta)
+    result = plan_frames(change, [(sub, None)])
     cursor = result.cursors["ui-7"]
     view, outcome = receive(SubscriberView(), result.sends[0].frame, rules(), T0)
     outcomes = [outcome]
@@ -593,14 +593,14 @@ def test_subscriber_keeps_delivering_the_runs_other_surfaces() -> None:
     """One invalid surface does not stop the run: its other surfaces are delivered, before,
     between and after the invalid one's frames, and the invalid one is never handed out."""
     state, cursors = Projection(), dict[SurfaceKey, SubscriberCursor]()
-    sub = Subscription("ui-7", delta=True)
+    sub = Recipient("ui-7", delta=True)
     view, outcomes = SubscriberView(), []
     bodies = [_GOOD, _BAD_ID] + [
         v2("good", components("good", text("t", f"v{n}"))) for n in range(2, 8)
     ]
     for seq, body in enumerate(bodies):
         state, (change,) = project(state, event(seq, body))
-        result = plan(change, [(sub, cursors.get(change.key))])
+        result = plan_frames(change, [(sub, cursors.get(change.key))])
         cursors[change.key] = result.cursors["ui-7"]
         view, outcome = receive(view, result.sends[0].frame, rules(), T0 + seq)
         outcomes.append(outcome)
@@ -859,8 +859,8 @@ class Pair:
 
     def __init__(self, full_every: int = 1000) -> None:
         self.state = Projection()
-        self.full = Subscription("full")
-        self.delta = Subscription("delta", delta=True, full_every=full_every)
+        self.full = Recipient("full")
+        self.delta = Recipient("delta", delta=True, full_every=full_every)
         self.subs = (self.full, self.delta)
         self.cursors: dict[tuple[str, Any], SubscriberCursor] = {}
         self.full_view = SubscriberView()
@@ -873,7 +873,7 @@ class Pair:
         for change in changes:
             # a cursor is per (subscriber, surface)
             subs = [(s, self.cursors.get((s.subscriber_id, change.key))) for s in self.subs]
-            result = plan(change, subs)
+            result = plan_frames(change, subs)
             self.cursors.update({(sid, change.key): c for sid, c in result.cursors.items()})
             for send in result.sends:
                 self.kinds.append(send.kind)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.core.topic_plan import ActualTopic, Drift, desired_topics, plan, subscriber_topic
+from app.core.topic_plan import ActualTopic, Drift, desired_topics, plan_topics, subscriber_topic
 
 DEFINITIONS = json.loads(
     (Path(__file__).resolve().parents[2] / "topics" / "topics.json").read_text()
@@ -28,7 +28,7 @@ def test_run_topics_are_co_partitioned_and_the_log_is_compacted() -> None:
 def test_missing_topics_are_created_existing_ones_are_ok() -> None:
     desired = _desired()
     actual = {s.name: ActualTopic(s.name, s.partitions, dict(s.config)) for s in desired[1:]}
-    result = plan(desired, actual)
+    result = plan_topics(desired, actual)
     assert [s.name for s in result.create] == [desired[0].name]
     assert result.drift == ()
     assert set(result.ok) == {s.name for s in desired[1:]}
@@ -39,7 +39,7 @@ def test_partition_and_config_drift_are_reported_not_fixed() -> None:
     log = next(s for s in desired if s.id == "log")
     actual = {s.name: ActualTopic(s.name, s.partitions, dict(s.config)) for s in desired}
     actual[log.name] = ActualTopic(log.name, 2, {**log.config, "cleanup.policy": "delete"})
-    result = plan(desired, actual)
+    result = plan_topics(desired, actual)
     assert result.create == ()
     assert set(result.drift) == {
         Drift(log.name, "partitions", "6", "2"),
@@ -50,7 +50,7 @@ def test_partition_and_config_drift_are_reported_not_fixed() -> None:
 def test_unknown_configs_are_unchecked_not_drift() -> None:
     desired = _desired()
     actual = {s.name: ActualTopic(s.name, s.partitions, None) for s in desired}
-    result = plan(desired, actual)
+    result = plan_topics(desired, actual)
     assert result.drift == () and set(result.unchecked) == {s.name for s in desired}
 
 

@@ -27,7 +27,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from app.core.command_seal import HEADER, seal
 from app.core.keys import partition_for_run
-from app.shell.worker.run_index import Outcome, RunIndex
+from app.shell.worker.run_index import RecordOutcome, RunIndex
 
 __all__ = ["AdmissionGateway", "Published"]
 
@@ -43,7 +43,7 @@ DECIDED_PROBE_SECONDS = 0.25
 class Published:
     partition: int
     offset: int
-    outcome: Outcome | None  # None: no outcome within the wait (or an E2 deduplication)
+    outcome: RecordOutcome | None  # None: no outcome within the wait (or an E2 deduplication)
 
 
 class AdmissionGateway:
@@ -118,7 +118,9 @@ class AdmissionGateway:
         outcome = await self._outcome(metadata.partition, metadata.offset, wait_seconds)
         return Published(metadata.partition, metadata.offset, outcome)
 
-    async def _outcome(self, partition: int, offset: int, wait_seconds: float) -> Outcome | None:
+    async def _outcome(
+        self, partition: int, offset: int, wait_seconds: float
+    ) -> RecordOutcome | None:
         """The outcome of the record at ``partition:offset``, waiting at most ``wait_seconds``.
         Between waits: once the validator's committed offset is past the record, what it wrote
         for it is on the log or the dead letters already (in the same transaction, or before

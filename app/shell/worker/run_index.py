@@ -48,7 +48,7 @@ from app.shell.wire import SOURCE_HEADER, TYPE_HEADER
 from app.shell.worker.kafka_io import MAX_FETCH_BYTES, partitions_of
 from app.shell.worker.run_store import RunStore, RunSummary
 
-__all__ = ["LoggedEvent", "Outcome", "RunIndex", "RunLog"]
+__all__ = ["LoggedEvent", "RecordOutcome", "RunIndex", "RunLog"]
 
 log = logging.getLogger("a2ui_stream.http")
 
@@ -100,7 +100,7 @@ class LoggedEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class RecordOutcome:
     """What the validator did with one admission record: the events it appended (``events``)
     or the dead letter it wrote (``letter``)."""
 
@@ -191,8 +191,8 @@ class RunIndex:
         self.partitions = 0  # N, from the log topic's metadata
         self.owned: set[int] = set()  # partitions being tailed
         self.ready_partitions: set[int] = set()  # ... and read up to their end when assigned
-        self.outcomes: OrderedDict[str, Outcome] = OrderedDict()
-        self._outcome_waiters: dict[str, list[asyncio.Future[Outcome]]] = {}
+        self.outcomes: OrderedDict[str, RecordOutcome] = OrderedDict()
+        self._outcome_waiters: dict[str, list[asyncio.Future[RecordOutcome]]] = {}
         self._live: weakref.WeakValueDictionary[str, RunLog] = weakref.WeakValueDictionary()
         self._cache: OrderedDict[str, RunLog] = OrderedDict()
         self._cached_bytes = 0
@@ -440,7 +440,7 @@ class RunIndex:
             self._append(run, logged)
             touched[run_id] = run
         if source is not None:
-            self._note(source, Outcome(events=(logged,)))
+            self._note(source, RecordOutcome(events=(logged,)))
 
     def _append(self, run: RunLog, logged: LoggedEvent) -> None:
         if run.events and logged.sequence <= run.events[-1].sequence:
@@ -463,12 +463,12 @@ class RunIndex:
             return
         source = _source_of(record)
         if isinstance(letter, dict) and source is not None:
-            self._note(source, Outcome(letter=letter))
+            self._note(source, RecordOutcome(letter=letter))
 
-    def _note(self, source: str, outcome: Outcome) -> None:
+    def _note(self, source: str, outcome: RecordOutcome) -> None:
         earlier = self.outcomes.get(source)
         if earlier is not None and outcome.events:  # a command appends several events
-            outcome = Outcome(events=earlier.events + outcome.events)
+            outcome = RecordOutcome(events=earlier.events + outcome.events)
         self.outcomes[source] = outcome
         self.outcomes.move_to_end(source)
         while len(self.outcomes) > _RECENT_OUTCOMES:
@@ -605,14 +605,14 @@ class RunIndex:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._progress.wait(), timeout)
 
-    async def outcome_of(self, partition: int, offset: int, timeout: float) -> Outcome | None:
+    async def outcome_of(self, partition: int, offset: int, timeout: float) -> RecordOutcome | None:
         """The outcome of the admission record at ``partition:offset``, waiting at most
         ``timeout`` seconds (None: not seen in time, e.g. an E2 deduplication writes nothing)."""
         source = f"{partition}:{offset}"
         known = self.outcomes.get(source)
         if known is not None:
             return known
-        waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[RecordOutcome] = asyncio.get_running_loop().create_future()
         self._outcome_waiters.setdefault(source, []).append(waiter)
         try:
             return await asyncio.wait_for(waiter, timeout)

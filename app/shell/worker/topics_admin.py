@@ -1,6 +1,6 @@
 """Apply ``topics/topics.json`` to a cluster: create what is missing, report drift.
 
-Shell module (aiokafka admin). The decisions are ``app.core.topic_plan.plan``.
+Shell module (aiokafka admin). The decisions are ``app.core.topic_plan.plan_topics``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import orjson
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from app.core.topic_plan import ActualTopic, TopicPlan, TopicSpec, desired_topics, plan
+from app.core.topic_plan import ActualTopic, TopicPlan, TopicSpec, desired_topics, plan_topics
 from app.shell.settings import Settings
 
 __all__ = [
@@ -83,7 +83,7 @@ async def ensure_topics(bootstrap: str, specs: Sequence[TopicSpec]) -> TopicPlan
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
     try:
         await admin.start()  # inside: a start that fails is closed too
-        result = plan(specs, await _describe(admin, [s.name for s in specs]))
+        result = plan_topics(specs, await _describe(admin, [s.name for s in specs]))
         if result.create:
             await admin.create_topics(
                 [
