@@ -153,6 +153,73 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     routes = served(ROUTES, seams=settings.seams, envelope_accept=serves_envelope_accept(discovery))
     _quiet_payload_loggers()
     log_safety.install()  # a producer's bytes in a log argument cannot start a line of its own
+    app = _worker_app(settings, bootstrap, routes)
+    stream_topics = _declared_topics(app, settings)
+    specs = stream_topics.specs
+    metrics = Metrics()
+    rules = PayloadRules.from_documents(load_schema_documents())
+    policy = policy_from(settings)
+    validator, projector = _loops(settings, bootstrap, specs, policy, rules, metrics)
+    if "validator" in settings.roles:
+        app.service(_validator_service(validator))
+    if "projector" in settings.roles:
+        metrics.extra.append(projector.render_metrics)
+        app.service(_projector_service(projector))
+    metrics.extra.append(lambda: state_metrics(validator, projector, settings.roles))
+    ownership, index, forwarder, gateway = _read_side(
+        settings, bootstrap, specs, policy, validator, projector
+    )
+    streams = RunStreams(index, DeltaMemo(rules), settings.sse_keepalive_seconds)
+    # who may do what in which tenant (issue 18): the tokens file is read once, here
+    principals = principals_for(settings)
+    api = HttpApi(
+        index=index,
+        ownership=ownership,
+        forwarder=forwarder,
+        gateway=gateway,
+        streams=streams,
+        discovery=discovery,
+        principals=principals,
+        delta_transport=settings.delta_transport,
+        wait_seconds=settings.http_wait_seconds,
+        max_record_bytes=settings.max_record_bytes,
+        read_timeout=settings.http_read_timeout_seconds,
+        routes=routes,
+    )
+    app.service(_http_service(index, gateway, ownership, forwarder))
+    metrics.extra.append(lambda: _http_metrics(index, streams, ownership, forwarder))
+    # every route through the one dispatcher; the viewer at /ui/ (docs/viewer.md)
+    viewer = register_viewer(index, settings, ownership, forwarder, principals)
+    api.register(app, {**viewer, **_pages(app, settings, specs, metrics)})
+    return app, stream_topics
+
+
+def _pages(
+    app: faust.App, settings: Settings, specs: dict[str, TopicSpec], metrics: Metrics
+) -> dict[str, Any]:
+    """The handlers of the health and metrics routes (app.core.routes names them)."""
+    web = app.web
+
+    async def health(request: Any) -> Any:
+        return web.json(
+            {
+                "status": "ok",
+                "version": __version__,
+                "appId": settings.app_id,
+                "roles": sorted(settings.roles),
+                "topics": {topic_id: spec.name for topic_id, spec in specs.items()},
+            }
+        )
+
+    async def metrics_page(request: Any) -> Any:
+        return web.text(metrics.render(), content_type="text/plain; version=0.0.4")
+
+    return {"health": health, "metrics": metrics_page}
+
+
+def _worker_app(settings: Settings, bootstrap: str, routes: Any) -> WorkerApp:
+    """The Faust app: the service host and its web server (the routes' guard in front), with
+    Faust's own pages, topic declaration and agents off."""
     group_timeouts: dict[str, Any] = (
         # Joins in ~5 s instead of ~30 s (../shared/spec/kafka.md); laptops and tests only.
         {
@@ -163,7 +230,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         if settings.fast_groups
         else {}
     )
-    app = WorkerApp(
+    return WorkerApp(
         settings.app_id,
         read_timeout=settings.http_read_timeout_seconds,
         broker=_broker_url(bootstrap),
@@ -195,6 +262,10 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         autodiscover=False,
         **group_timeouts,
     )
+
+
+def _declared_topics(app: faust.App, settings: Settings) -> StreamTopics:
+    """Every topic of topics/topics.json declared on ``app`` (raw bytes both ways)."""
     specs = {spec.id: spec for spec in desired_for(settings)}
     topics = {
         topic_id: app.topic(
@@ -208,10 +279,19 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         )
         for topic_id, spec in specs.items()
     }
-    stream_topics = StreamTopics(specs, topics)
-    metrics = Metrics()
-    rules = PayloadRules.from_documents(load_schema_documents())
-    policy = policy_from(settings)
+    return StreamTopics(specs, topics)
+
+
+def _loops(
+    settings: Settings,
+    bootstrap: str,
+    specs: dict[str, TopicSpec],
+    policy: HostPolicy,
+    rules: PayloadRules,
+    metrics: Metrics,
+) -> tuple[ValidatorLoop, ProjectorLoop]:
+    """The validator and projector loops, configured (built whatever the roles: the state
+    metrics read both)."""
     validator = ValidatorLoop(
         ValidatorConfig(
             bootstrap=bootstrap,
@@ -251,14 +331,19 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         ),
         policy,
     )
+    return validator, projector
 
-    if "validator" in settings.roles:
-        app.service(_validator_service(validator))
-    if "projector" in settings.roles:
-        metrics.extra.append(projector.render_metrics)
-        app.service(_projector_service(projector))
-    metrics.extra.append(lambda: state_metrics(validator, projector, settings.roles))
 
+def _read_side(
+    settings: Settings,
+    bootstrap: str,
+    specs: dict[str, TopicSpec],
+    policy: HostPolicy,
+    validator: ValidatorLoop,
+    projector: ProjectorLoop,
+) -> tuple[Ownership, RunIndex, Forwarder, AdmissionGateway]:
+    """The read side of the owned partitions and what routes requests to owners: the
+    ownership map, the run index, the forwarder and the admission gateway."""
     # The read side serves the partitions this worker's validator owns (issue 15 item 2): the
     # validator tells `ownership` its assignment, which tells the index and the other workers.
     ownership = Ownership(
@@ -291,45 +376,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         command_key=policy.command_key,
         validator_group=f"{settings.app_id}-validator",
     )
-    streams = RunStreams(index, DeltaMemo(rules), settings.sse_keepalive_seconds)
-    # who may do what in which tenant (issue 18): the tokens file is read once, here
-    principals = principals_for(settings)
-    api = HttpApi(
-        index=index,
-        ownership=ownership,
-        forwarder=forwarder,
-        gateway=gateway,
-        streams=streams,
-        discovery=discovery,
-        principals=principals,
-        delta_transport=settings.delta_transport,
-        wait_seconds=settings.http_wait_seconds,
-        max_record_bytes=settings.max_record_bytes,
-        read_timeout=settings.http_read_timeout_seconds,
-        routes=routes,
-    )
-    app.service(_http_service(index, gateway, ownership, forwarder))
-    metrics.extra.append(lambda: _http_metrics(index, streams, ownership, forwarder))
-    web = app.web
-
-    async def health(request: Any) -> Any:
-        return web.json(
-            {
-                "status": "ok",
-                "version": __version__,
-                "appId": settings.app_id,
-                "roles": sorted(settings.roles),
-                "topics": {topic_id: spec.name for topic_id, spec in specs.items()},
-            }
-        )
-
-    async def metrics_page(request: Any) -> Any:
-        return web.text(metrics.render(), content_type="text/plain; version=0.0.4")
-
-    # every route through the one dispatcher; the viewer at /ui/ (docs/viewer.md)
-    viewer = register_viewer(index, settings, ownership, forwarder, principals)
-    api.register(app, {**viewer, "health": health, "metrics": metrics_page})
-    return app, stream_topics
+    return ownership, index, forwarder, gateway
 
 
 def _validator_service(validator: ValidatorLoop) -> type[mode.Service]:
