@@ -1,11 +1,13 @@
-"""What every ``a2ui-stream bench NAME`` shares: the baseline check and the output contract
-(a table for people, or with ``--json`` one JSON object of all figures for machines).
+"""What every ``a2ui-stream bench NAME`` shares: the baseline check, the output contract (a
+table for people, or with ``--json`` one JSON object of all figures for machines), and the
+cleanup of the topics a bench made.
 
 Shell module.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import subprocess
@@ -15,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from aiokafka.admin import AIOKafkaAdminClient
 
-__all__ = ["baseline_missing", "emit", "load_average", "load_text", "pct"]
+__all__ = ["baseline_missing", "delete_topics", "emit", "load_average", "load_text", "pct"]
 
 
 def baseline_missing(bench: str, modules: Sequence[str], what: str) -> bool:
@@ -78,3 +81,24 @@ def pct(values: list[float], q: float) -> float:
     """The ``q`` quantile of ``values`` (nearest rank, no interpolation); values not empty."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def delete_topics(bootstrap: str, prefixes: tuple[str, ...]) -> None:
+    """Delete a bench run's topics, those named with one of ``prefixes`` (its unique topic
+    prefix or app id), nothing else: a 1M-envelope run leaves gigabytes on the broker
+    otherwise, and a broker left with thousands of topics slows every later run on it."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        await admin.start()
+        names = [t for t in await admin.list_topics() if t.startswith(prefixes)]
+        if names:
+            await admin.delete_topics(names)
+    except Exception as exc:  # the figures stand; the topics just stay
+        print(
+            f"bench: could not delete the run's topics ({type(exc).__name__}); "
+            f"prefix {prefixes[0]}",
+            file=sys.stderr,
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            await admin.close()

@@ -65,7 +65,14 @@ from aiokafka.errors import (
 from aiokafka.partitioner import DefaultPartitioner
 
 from app.devtools.bench_admission import positive_record
-from app.devtools.bench_output import code_version, emit, load_average, load_text, pct
+from app.devtools.bench_output import (
+    code_version,
+    delete_topics,
+    emit,
+    load_average,
+    load_text,
+    pct,
+)
 from app.shell.cli.broker import Broker, free_port, start_broker
 from app.shell.settings import Settings, load_settings
 from app.shell.wire import SOURCE_HEADER
@@ -826,6 +833,11 @@ async def measure(opts: Options, broker: Broker) -> dict[str, Any]:
                             )
                 finally:
                     bench.procs.stop()
+                    # Fresh topics per pass; those left behind would make every later pass
+                    # run on a broker with ever more topics and partitions (measured: 1,247
+                    # topics after an evening of runs, and each pass's latency worse).
+                    prefixes = (settings.topic_prefix, f"{settings.app_id}-")
+                    await delete_topics(broker.bootstrap, prefixes)
                 _say(f"  {got['envelopes_per_second']:,.0f} envelopes/s")
                 passes.append({"round": rnd + 1, "kind": kind, **got})
     figures = {

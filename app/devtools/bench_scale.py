@@ -81,12 +81,11 @@ from typing import Any
 import aiohttp
 import orjson
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient
 
 from app.core.examples import BASIC_CATALOG
 from app.core.keys import log_key, partition_for_run
 from app.core.wire_ids import project_run_id
-from app.devtools.bench_output import code_version, emit, pct
+from app.devtools.bench_output import code_version, delete_topics, emit, pct
 from app.shell.cli.broker import Broker, free_port, start_broker
 from app.shell.errors import OperatorError
 from app.shell.settings import Settings, load_settings
@@ -1352,7 +1351,7 @@ async def _one_design(
         raise
     finally:
         await producer.stop()
-        await _delete_topics(broker.bootstrap, (settings.topic_prefix, settings.app_id))
+        await delete_topics(broker.bootstrap, (settings.topic_prefix, settings.app_id))
     if args.keep_logs is not None:
         kept = Path(args.keep_logs) / design.name
         kept.mkdir(parents=True, exist_ok=True)
@@ -1361,22 +1360,6 @@ async def _one_design(
         _say(f"[{design.name}] the worker logs are kept in {kept}")
     shutil.rmtree(tmp, ignore_errors=True)
     return figures
-
-
-async def _delete_topics(bootstrap: str, prefixes: tuple[str, ...]) -> None:
-    """Delete this run's topics (a 1M run leaves gigabytes on the broker otherwise): those
-    named with its unique topic prefix or app id, nothing else."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        await admin.start()
-        names = [t for t in await admin.list_topics() if t.startswith(prefixes)]
-        if names:
-            await admin.delete_topics(names)
-    except Exception as exc:  # the figures stand; the topics just stay
-        _say(f"could not delete the run's topics ({type(exc).__name__}); prefix {prefixes[0]}")
-    finally:
-        with contextlib.suppress(Exception):
-            await admin.close()
 
 
 # -- output ---------------------------------------------------------------------------------------

@@ -6,9 +6,11 @@ and its invariants (every published record has exactly one outcome); never a dur
 from __future__ import annotations
 
 import argparse
+import asyncio
 
 import orjson
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
 from app.devtools import bench_pipeline as bench
 from app.devtools.bench_output import emit
@@ -96,8 +98,27 @@ async def test_bench_pipeline_at_ci_size(
     assert orjson.loads(capsys.readouterr().out)["records"] == 300
 
 
+async def _bench_topics(bootstrap: str) -> set[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return {t for t in await admin.list_topics() if t.startswith("bench")}
+    finally:
+        await admin.close()
+
+
 async def test_bench_pipeline_two_workers(broker: Broker) -> None:
+    """Also: each pass's topics are deleted after it (left behind, they slowed every later
+    pass on the same broker)."""
+    before = await _bench_topics(broker.bootstrap)
     opts = _options(
         ["--records", "300", "--rounds", "1", "--workers", "2", "--latency-records", "0"]
     )
     _check(await bench.measure(opts, broker), opts)
+    left = await _bench_topics(broker.bootstrap) - before
+    for _ in range(60):  # a deleted topic may be listed until the metadata catches up
+        if not left:
+            break
+        await asyncio.sleep(0.5)
+        left = await _bench_topics(broker.bootstrap) - before
+    assert not left
