@@ -37,6 +37,16 @@ __all__ = ["add_parser", "run_config"]
 
 
 def add_parser(sub: Any) -> None:
+    """The runtime commands: up, worker, broker, topics, config."""
+    _add_up(sub)
+    _add_worker(sub)
+    _add_broker(sub)
+    _add_topics(sub)
+    _add_config(sub)
+
+
+def _add_up(sub: Any) -> None:
+    """``a2ui-stream up``: broker, topics and a worker in the foreground."""
     up = sub.add_parser(
         "up",
         help="start the embedded broker, apply the topics and run a worker (foreground)",
@@ -58,6 +68,9 @@ def add_parser(sub: Any) -> None:
     )
     up.set_defaults(func=_run_up)
 
+
+def _add_worker(sub: Any) -> None:
+    """``a2ui-stream worker``: a worker against KAFKA_BOOTSTRAP."""
     worker = sub.add_parser(
         "worker",
         help="run a worker against KAFKA_BOOTSTRAP (needs HTTP tokens; creates missing topics)",
@@ -77,6 +90,9 @@ def add_parser(sub: Any) -> None:
     worker.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP (host:port[,host:port])")
     worker.set_defaults(func=_run_worker)
 
+
+def _add_broker(sub: Any) -> None:
+    """``a2ui-stream broker``: a broker on its own, as the tests start one."""
     broker = sub.add_parser(
         "broker",
         help="start a Kafka broker on its own and keep it running",
@@ -107,6 +123,9 @@ def add_parser(sub: Any) -> None:
     )
     broker.set_defaults(func=_run_broker)
 
+
+def _add_topics(sub: Any) -> None:
+    """``a2ui-stream topics apply|list``."""
     topics = sub.add_parser(
         "topics",
         help="create missing topics and report drift (topics/topics.json)",
@@ -139,6 +158,9 @@ def add_parser(sub: Any) -> None:
     listing.set_defaults(func=_run_topics_list)
     topics.set_defaults(func=lambda _args: (topics.print_help(sys.stderr), 2)[1])
 
+
+def _add_config(sub: Any) -> None:
+    """``a2ui-stream config``: every setting with its effective value."""
     config = sub.add_parser(
         "config",
         help="list every environment variable with its effective value",
