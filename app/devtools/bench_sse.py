@@ -43,7 +43,7 @@ from aiokafka import AIOKafkaConsumer
 from app.core.keys import run_of_log_key, sequence_of_log_key
 from app.core.wire_ids import project_run_id
 from app.devtools.bench_output import emit, pct
-from app.devtools.bench_pipeline import produce, worker_env
+from app.devtools.bench_pipeline import produce, profiled, worker_env
 from app.devtools.bench_projection import v1_component
 from app.shell.cli.broker import start_broker
 from app.shell.settings import load_settings
@@ -335,7 +335,7 @@ async def measure(subscribers: int, events: int, rate: float, components: int) -
             log_path = Path(tmp) / "worker.log"
             with open(log_path, "wb") as log_file:
                 worker = subprocess.Popen(
-                    [sys.executable, "-m", "app.shell.cli", "worker"],
+                    profiled(["-m", "app.shell.cli", "worker"], "sse-worker"),
                     env=env,
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
