@@ -111,7 +111,7 @@ class Append:
     value: bytes
     state: RunState
     drift: int | None
-    event_type: str = ""
+    event_type: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +122,9 @@ class AppendMany:
 
     run_id: str
     records: tuple[tuple[int, bytes, bytes], ...]
+    types: tuple[str, ...]
     state: RunState
     resumes: tuple[bytes, ...] = ()  # schemas/resume records for the resumes topic
-    types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +369,7 @@ def _encode_command(ctx: _Record) -> Checked:
         resumed = resume_of(event)
         if resumed is not None:
             resumes.append(orjson.dumps(resumed))
-    return AppendMany(run_id, tuple(records), current, tuple(resumes), tuple(types))
+    return AppendMany(run_id, tuple(records), tuple(types), current, tuple(resumes))
 
 
 # --- an envelope {runId, envelope} (app.core.admission) ---------------------------------------

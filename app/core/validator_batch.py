@@ -177,7 +177,7 @@ def _header(partition: int, offset: int) -> tuple[tuple[str, bytes], ...]:
 
 
 def _typed(header: tuple[tuple[str, bytes], ...], event_type: str) -> tuple[tuple[str, bytes], ...]:
-    return (*header, (TYPE_HEADER, event_type.encode())) if event_type else header
+    return (*header, (TYPE_HEADER, event_type.encode()))
 
 
 def source_of(headers: Iterable[tuple[str, bytes]] | None) -> tuple[int, int] | None:
@@ -344,8 +344,7 @@ def _route(
             staged.drifts.append((out.run_id, out.sequence, out.drift))
     elif isinstance(out, AppendMany):
         staged.runs[out.run_id] = compact(out.state)  # a cancelled run leaves memory
-        types = out.types or ("",) * len(out.records)
-        for (_sequence, key, value), event_type in zip(out.records, types, strict=True):
+        for (_sequence, key, value), event_type in zip(out.records, out.types, strict=True):
             staged.sends.append(Send(topics.log, partition, key, value, _typed(header, event_type)))
         run_key = out.run_id.encode()
         for resumed in out.resumes:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import platform
 import signal
@@ -608,13 +609,12 @@ def profiled(command: list[str], name: str) -> list[str]:
     where = os.environ.get("A2UI_STREAM_PROFILE_DIR")
     if not where:
         return [sys.executable, *command]
-    _profiled_count[0] += 1
     label = name.replace(",", "+")
-    out = Path(where) / f"{label}-{os.getpid()}-{_profiled_count[0]}.folded"
+    out = Path(where) / f"{label}-{os.getpid()}-{next(_profiled)}.folded"
     return [sys.executable, "-m", "app.devtools.cpu_profile", str(out), "--", *command]
 
 
-_profiled_count = [0]
+_profiled = itertools.count(1)  # numbers the profiled processes of one bench run
 
 
 async def _live_pass(
