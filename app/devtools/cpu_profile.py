@@ -12,7 +12,10 @@ Run a command under it (argv as for ``python``)::
     python -m app.devtools.cpu_profile OUT.folded -- -m app.shell.cli worker
 
 At exit it writes ``OUT.folded`` (one ``frame;frame;... count`` line per stack, the format
-flame graph tools read) and ``OUT.txt`` (the top functions by self and by inclusive samples).
+flame graph tools read) and ``OUT.txt`` (the top functions by self and by inclusive samples,
+and the CPU time spent in CPython's cyclic garbage collector by generation, timed with
+``gc.callbacks``: a sample cannot see the collector, whose time is charged to whatever Python
+frame allocated the object that triggered it).
 ``a2ui-stream bench pipeline`` runs its workers under it when ``A2UI_STREAM_PROFILE_DIR`` is
 set (docs/benchmarks.md).
 """
@@ -20,14 +23,16 @@ set (docs/benchmarks.md).
 from __future__ import annotations
 
 import atexit
+import gc
 import runpy
 import signal
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["Sampler", "main", "summarize"]
+__all__ = ["Sampler", "gc_summary", "main", "summarize"]
 
 INTERVAL_S = 0.005
 
@@ -39,14 +44,28 @@ class Sampler:
         self.interval = interval
         self.stacks: Counter[str] = Counter()
         self.samples = 0
+        self.gc_seconds = [0.0, 0.0, 0.0]  # process CPU inside the collector, by generation
+        self.gc_collections = [0, 0, 0]
+        self._gc_started = 0.0
 
     def start(self) -> None:
         signal.signal(signal.SIGPROF, self._on_sample)
         signal.setitimer(signal.ITIMER_PROF, self.interval, self.interval)
+        gc.callbacks.append(self._on_gc)
 
     def stop(self) -> None:
         signal.setitimer(signal.ITIMER_PROF, 0, 0)
         signal.signal(signal.SIGPROF, signal.SIG_IGN)
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.process_time()
+            return
+        generation = info["generation"]
+        self.gc_seconds[generation] += time.process_time() - self._gc_started
+        self.gc_collections[generation] += 1
 
     def _on_sample(self, signum: int, frame: FrameType | None) -> None:
         names: list[str] = []
@@ -63,7 +82,18 @@ class Sampler:
         out.parent.mkdir(parents=True, exist_ok=True)
         lines = [f"{stack} {count}" for stack, count in self.stacks.most_common()]
         out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        out.with_suffix(".txt").write_text(summarize(self.stacks, self.interval), encoding="utf-8")
+        summary = summarize(self.stacks, self.interval)
+        summary += "\n" + gc_summary(self.gc_seconds, self.gc_collections)
+        out.with_suffix(".txt").write_text(summary, encoding="utf-8")
+
+
+def gc_summary(seconds: list[float], collections: list[int]) -> str:
+    """The collector's share: CPU seconds and collections per generation, and in all."""
+    lines = ["garbage collector (CPU seconds, collections):"]
+    for generation, (spent, count) in enumerate(zip(seconds, collections, strict=True)):
+        lines.append(f"  gen{generation} {spent:8.3f} s {count:7d}")
+    lines.append(f"  all  {sum(seconds):8.3f} s {sum(collections):7d}")
+    return "\n".join(lines) + "\n"
 
 
 def summarize(stacks: Counter[str], interval: float, top: int = 40) -> str:

@@ -3,13 +3,14 @@ used the CPU, not to one that waited, and writes the folded stacks and the summa
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-from app.devtools.cpu_profile import Sampler, summarize
+from app.devtools.cpu_profile import Sampler, gc_summary, summarize
 
 
 def _spin(cpu_seconds: float) -> int:
@@ -36,6 +37,27 @@ def test_samples_go_to_the_stack_that_used_the_cpu_not_to_one_that_slept() -> No
     assert spinning > 0
     assert spinning >= 0.8 * sampler.samples, sampler.stacks.most_common(5)
     assert sleeping == 0
+
+
+def test_collector_time_is_counted_by_generation_and_only_while_sampling() -> None:
+    sampler = Sampler(interval=0.002)
+    sampler.start()
+    try:
+        for _ in range(3):
+            ring: list[object] = []
+            ring.append(ring)  # a cycle: only the collector frees it
+            del ring
+            gc.collect()  # a full collection (generation 2)
+    finally:
+        sampler.stop()
+    assert sampler.gc_collections[2] >= 3
+    assert sampler.gc_seconds[2] > 0
+    counted = list(sampler.gc_collections)
+    gc.collect()  # after stop: no longer counted
+    assert sampler.gc_collections == counted
+    text = gc_summary(sampler.gc_seconds, sampler.gc_collections)
+    assert text.startswith("garbage collector (CPU seconds, collections):")
+    assert f"all  {sum(sampler.gc_seconds):8.3f} s {sum(counted):7d}" in text
 
 
 def test_summary_counts_self_and_inclusive_samples_once_per_stack() -> None:
@@ -73,7 +95,9 @@ def test_a_command_run_under_it_leaves_its_folded_stacks_and_summary(tmp_path: P
     folded = out.read_text(encoding="utf-8").splitlines()
     assert any(line.split(" ")[0].endswith("__main__:busy") for line in folded)
     assert all(line.rsplit(" ", 1)[1].isdigit() for line in folded)
-    assert "__main__:busy" in out.with_suffix(".txt").read_text(encoding="utf-8")
+    summary = out.with_suffix(".txt").read_text(encoding="utf-8")
+    assert "__main__:busy" in summary
+    assert "garbage collector (CPU seconds, collections):" in summary
 
 
 def test_it_says_how_to_call_it() -> None:
