@@ -27,12 +27,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "app" / "core"
 BUILD = CORE / "mypyc-build"  # app.compiled_core.BUILD_DIR
-# The decision's hot path (bench admission). payload_rules is mostly jsonschema_rs already.
+# The decision's hot path (bench admission) and the validator's step around it (intake, the
+# admission order, the batch plan). payload_rules is mostly jsonschema_rs already.
 MODULES = (
     "admission",
     "children",
     "cross_field",
     "fold",
+    "intake",
     "limits",
     "pmap",
     "pointer",
@@ -41,6 +43,8 @@ MODULES = (
     "refusal",
     "rules",
     "run_state",
+    "validator",
+    "validator_batch",
 )
 STAMP = CORE / "compiled.json"
 

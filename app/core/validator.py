@@ -443,8 +443,10 @@ def _always(_ctx: _Record) -> bool:
 # exactly one of the last two stages applies. The envelope steps of ``decide`` are
 # app.core.admission ``STEPS`` (openwop-a2ui.md §5), a command's by type are
 # app.core.host_commands ``COMMANDS``; ``RULE_ORDER`` spells it all out, and docs/admission.md's
-# rule order is written from it (scripts/rules_doc.py).
-ADMISSION: Final[tuple[Stage, ...]] = (
+# rule order is written from it (scripts/rules_doc.py). Not ``Final``: compiled with mypyc, a
+# ``Final`` table is bound into ``validate`` at build time, and the test that every refusing
+# step declares its rule wraps the steps of this one (tests/core/test_admission_golden.py).
+ADMISSION: tuple[Stage, ...] = (
     Stage("intake", _always, INTAKE, False),
     Stage(
         "run",

@@ -284,7 +284,13 @@ def test_rules_the_order_tables_are_built_once() -> None:
     from app.core.validator import ADMISSION, RULE_ORDER
 
     assert [stage.name for stage in ADMISSION] == ["intake", "run", "command", "envelope"]
-    assert ADMISSION[0].steps is INTAKE
+    # the intake stage is INTAKE itself, not a copy: the same steps with the same check
+    # functions (compiled, a ``Final`` tuple read from another module is a new tuple object,
+    # so the tuple's identity is not the test)
+    assert ADMISSION[0].steps == INTAKE
+    assert all(
+        mine[2] is theirs[2] for mine, theirs in zip(ADMISSION[0].steps, INTAKE, strict=True)
+    )
     steps = [(stage.name, name) for stage in ADMISSION for name, _r, _c in stage.steps]
     assert len(steps) == len(set(steps))
     assert [name for name, _r, _c in STEPS] == [

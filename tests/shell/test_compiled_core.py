@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -123,6 +124,64 @@ def test_the_compiled_core_decides_as_the_sources_do() -> None:
     assert orjson.loads(done.stdout) == here
     assert len(here) > 2000
     assert core_build() in ("compiled", "source")
+
+
+_PLAN_ALL = """
+import orjson, sys
+from app.compiled_core import install
+build = install()
+from app.core.keys import partition_for_run
+from app.core.policy import HostPolicy
+from app.core.validator import SourceRecord
+from app.core.validator_batch import PartitionState, Topics, plan_batch
+from app.devtools.fault_kit import RULES, corpus
+topics = Topics("log", "dead", "resumes", 3, 1_048_576, changelog="changelog")
+batch = {p: [] for p in range(3)}
+for rec in corpus(runs=20, per_run=150, seed=5):
+    p = partition_for_run(rec.run, 3)
+    batch[p].append(SourceRecord("adm", p, len(batch[p]), rec.key, rec.value))
+states = {p: {} for p in range(3)}
+nxt = {p: 0 for p in range(3)}
+out = []
+while any(nxt[p] < len(batch[p]) for p in range(3)):
+    cut = {p: batch[p][nxt[p]:nxt[p] + 97] for p in range(3)}
+    owned = {p: PartitionState(states[p], nxt[p]) for p in range(3)}
+    plans = plan_batch(cut, owned, gathered=1, generation=1, policy=HostPolicy(), rules=RULES,
+                       now="2026-11-30T00:00:00Z", topics=topics)
+    for plan in plans:
+        states[plan.partition].update(plan.runs)
+        nxt[plan.partition] = plan.next_offset
+        out += [[s.topic, s.partition, s.key, s.value, s.headers] for s in plan.sends]
+        out.append(list(plan.counts))
+shown = orjson.dumps({"build": build, "out": out}, default=lambda b: b.decode("latin-1"))
+sys.stdout.write(shown.decode())
+"""
+
+
+def _plan_all(**env: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", _PLAN_ALL],
+        cwd=REPO,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return orjson.loads(done.stdout)
+
+
+def test_the_compiled_batch_step_plans_as_the_sources_do() -> None:
+    """The validator's whole step (``plan_batch``: intake, the admission order, routing, the
+    headers) over the same 3,000 mixed records, raw bytes included, cut into batches, in a
+    process that installs the compiled core and in one forced to the sources: equal sends
+    (topic, partition, key, value bytes, headers) and outcome counts."""
+    compiled = _plan_all()
+    source = _plan_all(A2UI_STREAM_CORE="source")
+    assert source["build"] == "source"
+    assert compiled["build"] == ("compiled" if COMPILED else "source")
+    assert compiled["out"] == source["out"]
+    topics = [row[0] for row in source["out"] if row and isinstance(row[0], str)]
+    assert topics.count("log") > 1500 and topics.count("dead") > 300, Counter(topics)
 
 
 _IMPORT_FIRST = (
