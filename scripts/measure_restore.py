@@ -42,7 +42,9 @@ from app.shell.cli.broker import Broker, BrokerFeatures
 from app.shell.settings import load_settings
 from app.shell.worker.metrics import Metrics
 from app.shell.worker.topics_admin import desired_for
-from app.shell.worker.validator_loop import ValidatorConfig, ValidatorLoop
+from app.shell.worker.validator_config import ValidatorConfig
+from app.shell.worker.validator_loop import ValidatorLoop
+from app.shell.worker.validator_take import restore
 
 
 async def _restore_all(
@@ -58,9 +60,9 @@ async def _restore_all(
         began = time.perf_counter()
         runs = 0
         for p in range(partitions):
-            restored, _before, _way, _committed = await loop._restore(
-                TopicPartition(config.admission_topic, p)
-            )  # noqa: SLF001
+            restored, _before, _way, _committed = await restore(
+                loop, TopicPartition(config.admission_topic, p)
+            )
             runs += len(restored.runs)
         return time.perf_counter() - began, dict(loop.restored_records), runs
     finally:

@@ -79,7 +79,7 @@ from app.shell.settings import Settings, load_settings
 from app.shell.wire import SOURCE_HEADER
 from app.shell.worker.kafka_io import group_consumer, read_topic
 from app.shell.worker.topics_admin import desired_for, ensure_topics
-from app.shell.worker.validator_loop import ValidatorConfig
+from app.shell.worker.validator_config import ValidatorConfig
 
 __all__ = [
     "Options",
@@ -162,7 +162,7 @@ async def _pass_batch(
     group: str,
     offsets: bool,
 ) -> None:
-    """One partition's batch in one transaction, as ``ValidatorLoop._commit_partition`` does
+    """One partition's batch in one transaction, as ``validator_commit.commit_partition`` does
     it (appends awaited inside the transaction, then the offsets when ``offsets``: the
     validator's only once per commit interval, then the commit)."""
     async with producer.transaction():
@@ -226,7 +226,7 @@ async def passthrough(  # noqa: C901 - the measured loop stays in one piece
     loop = asyncio.get_running_loop()
     # the worker's settings (the same environment): its batch time bound, and its commit
     # interval, at most which a partition's offset waits to join a transaction
-    # (``ValidatorLoop._offsets_due``)
+    # (``validator_commit.offsets_due``)
     settings = load_settings()
     batch_s, interval_s = settings.batch_ms / 1000, settings.commit_interval_ms / 1000
     offsets_at: dict[int, float] = {}  # partition -> when a transaction last carried offsets

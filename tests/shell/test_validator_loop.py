@@ -1,4 +1,5 @@
-"""The validator loop (app/shell/worker/validator_loop.py), driven with an in-memory Kafka double
+"""The validator loop (app/shell/worker/validator_loop.py and the modules it drives: validator_take,
+validator_commit, validator_cache), driven with an in-memory Kafka double
 (tests/shell/memory_kafka.py) through the rebalance, restore and fencing edges, in seconds.
 
 Each test publishes a mixed corpus to the double's admission topic, moves partitions between
@@ -20,7 +21,7 @@ import orjson
 import pytest
 from aiokafka import TopicPartition
 
-import app.shell.worker.validator_loop as validator_loop
+import app.shell.worker.validator_commit as validator_commit
 from app.core.keys import partition_for_run
 from app.core.policy import HostPolicy
 from app.core.run_snapshot import CHECKPOINT_KEY, decode_checkpoint
@@ -28,7 +29,8 @@ from app.core.validator_batch import source_of
 from app.devtools.fault_accounting import Accounting, Outputs, oracle, tally
 from app.devtools.fault_kit import RULES, Published, components, corpus, create, envelope
 from app.shell.worker.metrics import Metrics
-from app.shell.worker.validator_loop import ValidatorConfig, ValidatorLoop
+from app.shell.worker.validator_config import ValidatorConfig
+from app.shell.worker.validator_loop import ValidatorLoop
 from tests.shell.memory_kafka import MemoryConsumer, MemoryKafka, MemoryProducer
 
 PARTITIONS = 3
@@ -67,19 +69,19 @@ class MemoryLoop(ValidatorLoop):
         super().__init__(config, HostPolicy(), RULES, Metrics())
         self.kafka, self.batch_bytes = kafka, batch_bytes
 
-    def _new_consumer(self) -> Any:
+    def new_consumer(self) -> Any:
         return MemoryConsumer(self.kafka, self.config.group_id)
 
-    def _new_producer(self, transactional_id: str | None) -> Any:
+    def new_producer(self, transactional_id: str | None) -> Any:
         return MemoryProducer(self.kafka, transactional_id, batch_bytes=self.batch_bytes)
 
-    async def _read_outputs(self, partition: int) -> tuple[list[Any], list[Any]]:
+    async def read_outputs(self, partition: int) -> tuple[list[Any], list[Any]]:
         return self.kafka.visible(LOG, partition), self.kafka.visible(DEAD, partition)
 
-    async def _read_changelog(self, partition: int) -> list[Any]:
+    async def read_changelog(self, partition: int) -> list[Any]:
         return self.kafka.visible(STATE, partition)
 
-    async def _read_tail(
+    async def read_tail(
         self, partition: int, log_from: int, dead_from: int
     ) -> tuple[list[Any], list[Any], int, int]:
         return (
@@ -89,7 +91,7 @@ class MemoryLoop(ValidatorLoop):
             len(self.kafka.logs[(DEAD, partition)]),
         )
 
-    async def _read_source(self, source: Any) -> None:
+    async def read_source(self, source: Any) -> None:
         return None
 
     @property
@@ -399,7 +401,7 @@ async def test_a_fence_without_a_rebalance_is_taken_again(
     """The broker fenced a partition's producer although the group still gives the partition
     to this member (it aborts a transaction past its timeout so): the partition is dropped and
     taken again once no rebalance came, and nothing is decided twice."""
-    monkeypatch.setattr(validator_loop, "FENCED_RETAKE_SECONDS", 0.05)
+    monkeypatch.setattr(validator_commit, "FENCED_RETAKE_SECONDS", 0.05)
     async with stage.member(_config("w1")) as w1:
         await w1.member.assign(_tps())
         await until(lambda: len(w1.partitions) == PARTITIONS, "w1 took its partitions")

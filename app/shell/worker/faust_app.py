@@ -48,7 +48,8 @@ from app.shell.worker.ownership import Ownership
 from app.shell.worker.projector_loop import ProjectorConfig, ProjectorLoop
 from app.shell.worker.run_index import RunIndex
 from app.shell.worker.topics_admin import desired_for
-from app.shell.worker.validator_loop import ValidatorConfig, ValidatorLoop
+from app.shell.worker.validator_config import ValidatorConfig
+from app.shell.worker.validator_loop import ValidatorLoop
 
 __all__ = [
     "BODY_ROOM",

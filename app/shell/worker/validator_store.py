@@ -8,7 +8,7 @@ task's state in a local RocksDB store with a bounded cache in front. It is a cac
 source of truth: the run-state changelog is (and the log behind it). So the store is thrown
 away when the worker starts and a partition's share when the partition is taken or leaves;
 only states that a flush has already written to the changelog, or that a restore read from
-it, are put here (``app.shell.worker.validator_loop``: a run changed since the last flush stays in
+it, are put here (``app.shell.worker.validator_cache``: a run changed since the last flush stays in
 memory until it is flushed).
 
 One embedded RocksDB (``rocksdict``, as the read side's run store: ``app.shell.worker.run_store``)
