@@ -314,7 +314,7 @@ class ValidatorLoop:
             self.store.close()
             self.store = None
 
-    # -- ownership: take, forget, fenced -------------------------------------------------------
+    # -- ownership: take later, forget, drop (the take itself: validator_take) ----------------
 
     def tp(self, partition: int) -> TopicPartition:
         return TopicPartition(self.config.admission_topic, partition)
