@@ -7,7 +7,8 @@ the client resumes with ``Last-Event-ID`` and reaches the new owner.
 
 Each SSE connection keeps an exclusive cursor: it writes every event
 with a sequence above it, in order, then waits for the run to change, writing a keep-alive
-comment while idle, and closes after the run's terminal event. With ``?a2uiDelta=1`` (v1 path,
+comment while idle (``KeepAlive``: one timer for every idle stream of the worker, not one
+per stream per wake), and closes after the run's terminal event. With ``?a2uiDelta=1`` (v1 path,
 when enabled) v1 surface events go through ``app.core.sse_frames.next_output``: an RFC 0114
 delta when one verifies, the recorded event otherwise.
 
@@ -44,7 +45,7 @@ from app.core.stream_modes import event_in_modes
 from app.core.surfaces import Projection, project
 from app.shell.worker.run_index import LoggedEvent, RunIndex, RunLog
 
-__all__ = ["DeltaMemo", "RunStreams"]
+__all__ = ["DeltaMemo", "KeepAlive", "RunStreams"]
 
 _SURFACE = "ui.a2ui-surface"
 
@@ -164,11 +165,65 @@ def _snapshot(run: RunLog, projection: Projection, sequence: int) -> bytes:
     )
 
 
+class KeepAlive:
+    """When an idle SSE stream writes its keep-alive comment (§9: at least every 30 s): one
+    timer task for every stream of the worker, instead of an ``asyncio.timeout`` that each
+    stream armed and cancelled on every wake (measured: about a quarter of the streams' CPU
+    with 500 subscribers, docs/http.md).
+
+    A waiting stream holds one future, in its run's ``wakers`` (resolved True by
+    ``RunLog.notify``) and here with the time it began to wait. Every ``seconds / 2`` the timer
+    resolves False the futures that have waited at least ``seconds / 2``: an idle stream
+    writes a keep-alive at most ``seconds`` after its last wake. The timer runs only while
+    a stream waits."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._waiting: dict[asyncio.Future[bool], float] = {}
+        self._timer: asyncio.Task[None] | None = None
+
+    async def wait(self, run: RunLog, seen: int) -> bool:
+        """Wait until ``run`` changes (True) or a keep-alive is due (False). ``seen``: the
+        run's ``version`` read before the stream wrote what was pending; a change since then
+        answers True at once (no wake is lost while the stream wrote)."""
+        if run.version != seen:
+            return True
+        loop = asyncio.get_running_loop()
+        waker: asyncio.Future[bool] = loop.create_future()
+        run.wakers.add(waker)
+        self._waiting[waker] = loop.time()
+        if self._timer is None or self._timer.done():
+            self._timer = asyncio.create_task(self._tick())
+        try:
+            return await waker
+        finally:
+            self._waiting.pop(waker, None)
+            run.wakers.discard(waker)
+
+    async def _tick(self) -> None:
+        half = self.seconds / 2
+        loop = asyncio.get_running_loop()
+        while self._waiting:
+            await asyncio.sleep(half)
+            due = loop.time() - half
+            for waker, since in list(self._waiting.items()):
+                if since <= due and not waker.done():
+                    waker.set_result(False)
+
+    async def close(self) -> None:
+        """Stop the timer (the worker's shutdown)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer
+
+
 class RunStreams:
     def __init__(self, index: RunIndex, memo: DeltaMemo, keepalive_seconds: float) -> None:
         self.index = index
         self.memo = memo
         self.keepalive_seconds = keepalive_seconds
+        self.keepalive = KeepAlive(keepalive_seconds)
         self.open_streams = 0
 
     # -- JSON reads -----------------------------------------------------------------------------
@@ -251,7 +306,7 @@ class RunStreams:
                     projection, _ = project(projection, logged.event)
             await response.write(sse_frame("state.snapshot", _snapshot(run, projection, after)))
         while True:
-            changed = run.changed
+            seen = run.version
             pending = run.after(after)
             for logged in pending:
                 after = logged.sequence
@@ -269,11 +324,7 @@ class RunStreams:
                     await response.write(self.memo.plain(shown, trust))
             if run.terminal:
                 return
-            try:
-                # asyncio.timeout, not wait_for: no task per wake-up on every connection
-                async with asyncio.timeout(self.keepalive_seconds):
-                    await changed.wait()
-            except TimeoutError:
+            if not await self.keepalive.wait(run, seen):
                 await response.write(keep_alive())
             if run.moved:  # the partition was revoked: the client resumes at the new owner
                 return

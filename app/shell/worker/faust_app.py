@@ -187,7 +187,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         read_timeout=settings.http_read_timeout_seconds,
         routes=routes,
     )
-    app.service(_http_service(index, gateway, ownership, forwarder))
+    app.service(_http_service(index, gateway, ownership, forwarder, streams))
     metrics.extra.append(lambda: _http_metrics(index, streams, ownership, forwarder))
     # every route through the one dispatcher; the viewer at /ui/ (docs/viewer.md)
     viewer = register_viewer(index, settings, ownership, forwarder, principals)
@@ -473,7 +473,11 @@ def state_metrics(
 
 
 def _http_service(
-    index: RunIndex, gateway: AdmissionGateway, ownership: Ownership, forwarder: Forwarder
+    index: RunIndex,
+    gateway: AdmissionGateway,
+    ownership: Ownership,
+    forwarder: Forwarder,
+    streams: RunStreams,
 ) -> type[mode.Service]:
     class HttpService(mode.Service):
         """The read side of the owned partitions (the run index and the owners map) and the
@@ -498,6 +502,7 @@ def _http_service(
             await ownership.stop()
             await forwarder.stop()
             await gateway.stop()
+            await streams.keepalive.close()
             await index.stop()
 
     return HttpService

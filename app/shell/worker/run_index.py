@@ -117,6 +117,13 @@ class RunLog:
     partition: int = -1
     moved: bool = False  # the partition left this worker: readers stop and resume elsewhere
     charge: int = 0  # bytes counted against the cache
+    # Bumped by every notify: a stream that read ``version`` before writing what was pending
+    # knows whether it missed a change while it wrote (app.shell.http.streams.KeepAlive).
+    version: int = 0
+    # One future per waiting SSE stream (KeepAlive.wait), resolved True by notify: a stream
+    # waits on its run and on the shared keep-alive timer with one future and no timer of its
+    # own. Polls wait on ``changed``.
+    wakers: set[asyncio.Future[bool]] = field(default_factory=set)
 
     @property
     def last_sequence(self) -> int:
@@ -134,8 +141,13 @@ class RunLog:
         return [e for e in self.events if e.sequence > sequence]
 
     def notify(self) -> None:
+        self.version += 1
         self.changed.set()
         self.changed = asyncio.Event()
+        for waker in self.wakers:
+            if not waker.done():
+                waker.set_result(True)
+        self.wakers.clear()
 
 
 def _source_of(record: Any) -> str | None:
