@@ -91,7 +91,7 @@ APPROVAL_FIXTURE = "conformance-approval"
 NOOP_FIXTURE = "conformance-noop"
 CANCELLABLE_FIXTURE = "conformance-cancellable"
 # The conformance fixture workflows (RFC 0003 ``fixtures``), served and advertised only with
-# the seams (A2UI_STREAM_SEAMS=1; app.shell.http.api refuses other ``conformance-*`` ids).
+# the seams (A2UI_STREAM_SEAMS=1; app.shell.http.lifecycle refuses other ``conformance-*`` ids).
 FIXTURES = (APPROVAL_FIXTURE, NOOP_FIXTURE, CANCELLABLE_FIXTURE)
 APPROVAL_NODE = "gate"
 ACTION_NAMES = ("resume", "exchange")  # a2ui-action-confinement

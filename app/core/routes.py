@@ -6,8 +6,9 @@ Role: ``ROUTES`` is the route table of the worker's web server: the OpenWOP v2 a
 its methods, its path template, the auth it needs and the right it will need (issue 18: read,
 emit, approve, act, admin), how its body is read, whether the run's partition owner answers it,
 when it is served, and what the OpenAPI document says of it (``app.core.openapi``). The shell's
-one dispatcher (``app.shell.http.api.Dispatcher``) matches every request here (``match``) and
-does method (405 with Allow), auth, forwarding and body reads in one place before a handler.
+one dispatcher (``app.shell.http.api.HttpApi.dispatch``) matches every request here
+(``match``) and does method (405 with Allow), auth, forwarding and body reads in one place
+before a handler.
 
 Paths are matched on the RAW request path, before any percent-decoding: a runId travels in one
 segment, projected or percent-encoded (``app.core.wire_ids``), and decoding first would turn
