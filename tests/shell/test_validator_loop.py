@@ -359,6 +359,13 @@ async def test_a_partition_given_back_to_the_same_member(stage: Stage) -> None:
         await w1.member.assign(_tps())
         stage.publish(records[: len(records) // 2])
         await until(stage.decided, "the first half decided")
+        # and kept: a plan's run states are installed after its commit returns, so ``decided``
+        # (the committed offsets) can be true a moment before the loop holds them
+        ends = {p: len(stage.kafka.logs[(ADMISSION, p)]) for p in range(PARTITIONS)}
+        await until(
+            lambda: all(w1.partitions[p].next_offset >= end for p, end in ends.items()),
+            "the first half's states installed",
+        )
         before = {p: dict(owned.runs) for p, owned in w1.partitions.items()}
         await w1.member.revoke(_tps())
         await w1.member.assign(_tps())
