@@ -69,6 +69,18 @@ class Admissions:
             return self._no_outcome(request)
         return published
 
+    async def admit_recorded(self, request: AdmissionRequest) -> Published | web.Response:
+        """``admit``, with a dead letter answered as its refusal: a ``Published`` it returns
+        holds the record's appended events."""
+        result = await self.admit(request)
+        if isinstance(result, web.Response):
+            return result
+        outcome = result.outcome
+        assert outcome is not None  # admit answers a missing outcome itself
+        if outcome.letter is not None:
+            return error_response(refusal_response(outcome.letter))
+        return result
+
     def _no_outcome(self, request: AdmissionRequest) -> web.Response:
         """No log record and no dead letter for our record in time. If the envelope's
         correlationId is already recorded with the same type, the validator deduplicated it
@@ -115,7 +127,7 @@ class Admissions:
         )
         if isinstance(built, HttpError):
             return error_response(built)
-        return _answer(await self.admit(built), style="envelopes")
+        return _answer(await self.admit_recorded(built), style="envelopes")
 
     async def v2_seam(self, request: web.Request, call: Call) -> web.StreamResponse:
         return await self._seam(request, call, v1=False)
@@ -144,7 +156,7 @@ class Admissions:
         )
         if isinstance(built, HttpError):
             return json_response(200, outcome_of(built.status, built.body, decided.envelope))
-        answer = _answer(await self.admit(built), style="envelope")
+        answer = _answer(await self.admit_recorded(built), style="envelope")
         if answer.status in (503, 504):  # no answer from the path: not an outcome, retry
             return answer
         sent = orjson.loads(answer.body) if isinstance(answer.body, bytes) else {}
@@ -175,7 +187,7 @@ class Admissions:
         elsewhere = await self.api.owner_route(request, built.run_id, raw)
         if elsewhere is not None:
             return elsewhere
-        return _answer(await self.admit(built), style="v1-seam" if v1 else "v2-seam")
+        return _answer(await self.admit_recorded(built), style="v1-seam" if v1 else "v2-seam")
 
     def _seam_denied(self, request: web.Request, run_id: str) -> web.Response | None:
         """A seam's run is named by its body (or is the acceptor's own): authorized for
@@ -188,11 +200,8 @@ class Admissions:
 def _answer(result: Published | web.Response, *, style: str) -> web.Response:
     if isinstance(result, web.Response):
         return result
-    outcome = result.outcome
-    assert outcome is not None
-    if outcome.letter is not None:
-        return error_response(refusal_response(outcome.letter))
-    event = outcome.events[0].event
+    assert result.outcome is not None  # admit_recorded: the record's events
+    event = result.outcome.events[0].event
     if style == "v2-seam":  # §13: 201 {sequence}, closed
         return json_response(201, {"sequence": event["sequence"]})
     if style == "v1-seam":  # §13: the recorded envelope id is the surfaceRef

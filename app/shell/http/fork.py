@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from app.core.http_admission import ForkPoint, fork_request, refusal_response
+from app.core.http_admission import ForkPoint, fork_request
 from app.core.http_errors import HttpError
 from app.core.run_lifecycle import lineage_of
 from app.core.wire_ids import project_run_id
@@ -49,13 +49,9 @@ async def fork_run(
     if isinstance(built, HttpError):
         return error_response(built)
     record, fields = built
-    result = await api.admissions.admit(record)
+    result = await api.admissions.admit_recorded(record)
     if isinstance(result, web.Response):
         return result
-    outcome = result.outcome
-    assert outcome is not None
-    if outcome.letter is not None:
-        return error_response(refusal_response(outcome.letter))
     forked = await api.admissions.wait_complete(child, int(fields["fromSeq"]))
     return json_response(
         201,

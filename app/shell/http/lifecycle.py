@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from app.core.actions import check_action
-from app.core.http_admission import command_request, refusal_response, violation_response
+from app.core.http_admission import command_request, violation_response
 from app.core.http_errors import HttpError, error
 from app.core.http_snapshot import DEFAULT_TENANT
 from app.core.ownership import FORWARDED_HEADER, Forward
@@ -52,14 +52,11 @@ class Lifecycle:
         built = command_request(run_id, command, max_record_bytes=api.max_record_bytes)
         if isinstance(built, HttpError):
             return error_response(built)
-        result = await api.admissions.admit(built)
+        result = await api.admissions.admit_recorded(built)
         if isinstance(result, web.Response):
             return result
-        outcome = result.outcome
-        assert outcome is not None
-        if outcome.letter is not None:
-            return error_response(refusal_response(outcome.letter))
-        last = max(e.sequence for e in outcome.events)
+        assert result.outcome is not None  # admit_recorded: the command's events
+        last = max(e.sequence for e in result.outcome.events)
         run = await api.admissions.wait_complete(run_id, last)
         if run is None:
             return error_response(

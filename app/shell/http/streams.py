@@ -222,7 +222,6 @@ class RunStreams:
     def __init__(self, index: RunIndex, memo: DeltaMemo, keepalive_seconds: float) -> None:
         self.index = index
         self.memo = memo
-        self.keepalive_seconds = keepalive_seconds
         self.keepalive = KeepAlive(keepalive_seconds)
         self.open_streams = 0
 
