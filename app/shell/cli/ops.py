@@ -32,7 +32,7 @@ from app.core.ops import (
     source_of,
     tombstone_keys,
 )
-from app.shell.cli.runtime import client_command
+from app.shell.cli.client import client_command
 from app.shell.errors import OperatorError
 from app.shell.settings import Settings, load_settings
 from app.shell.worker.kafka_io import read_topic, require_topic, started

@@ -22,7 +22,7 @@ import orjson
 
 from app.core.frames import DEFAULT_FULL_EVERY
 from app.core.subscriber import InvalidSurface
-from app.shell.cli.runtime import client_command
+from app.shell.cli.client import client_command
 from app.shell.cli.subscriber_client import SubscriberClient
 from app.shell.errors import OperatorError
 from app.shell.settings import load_settings
