@@ -34,6 +34,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def add_parser(sub: Any) -> None:
+    _add_subscribe(sub)
+    _add_unsubscribe(sub)
+
+
+def _add_subscribe(sub: Any) -> None:
     subscribe = sub.add_parser(
         "subscribe",
         help="register a subscriber and print its validated surfaces (JSON Lines)",
@@ -77,6 +82,8 @@ def add_parser(sub: Any) -> None:
     )
     subscribe.set_defaults(func=_run_subscribe)
 
+
+def _add_unsubscribe(sub: Any) -> None:
     unsubscribe = sub.add_parser(
         "unsubscribe",
         help="remove a subscriber's registration",
