@@ -27,7 +27,8 @@ from app.shell.cli import topics
 from app.shell.cli.broker import Broker, probe_transactions, start_broker, watch_and_remove
 from app.shell.cli.client import checked_bootstrap
 from app.shell.errors import OperatorError
-from app.shell.settings import VARIABLES, Settings, load_settings, shown_value
+from app.shell.settings import Settings, load_settings, shown_value
+from app.shell.settings_table import VARIABLES
 from app.shell.worker.kafka_io import await_group_coordinator, parse_bootstrap, probe_bootstrap
 from app.shell.worker.topics_admin import desired_for, ensure_topics, leader_topic
 
