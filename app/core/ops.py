@@ -1,8 +1,9 @@
 """Operators' commands, the pure part: which dead letters, which log keys, what to re-submit,
 and the one-line renderings (docs/operations.md).
 
-Pure: standard library, orjson and app.core only. The shell (app/shell/cli/ops.py) reads
-the topics, calls these functions on plain values, and performs the sends and prints.
+Pure: standard library, orjson and app.core only. The shell (app/shell/cli/deadletter.py and
+app/shell/cli/ops.py) reads the topics, calls these functions on plain values, and performs the
+sends and prints.
 
 Records of a topic come in as ``(key, value)`` pairs in partition order; a value of ``None`` is
 a tombstone. A log key's latest record decides whether the key is live (compaction's rule), so

@@ -33,7 +33,8 @@ _COMMAND_MODULES = (
     "app.shell.cli.check",  # check
     "app.shell.cli.publish",  # publish
     "app.shell.cli.subscribe",  # subscribe, unsubscribe
-    "app.shell.cli.ops",  # deadletter, runs, log
+    "app.shell.cli.deadletter",  # deadletter
+    "app.shell.cli.ops",  # runs, log
     "app.shell.cli.state",  # state rebuild
 )
 # Developer tooling (app.devtools; the product never imports it, tests/shell/test_layers.py):

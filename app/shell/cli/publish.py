@@ -24,7 +24,7 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from app.shell.cli.runtime import client_command
+from app.shell.cli.client import client_command
 from app.shell.errors import OperatorError
 from app.shell.settings import Settings, load_settings
 from app.shell.wire import SOURCE_HEADER

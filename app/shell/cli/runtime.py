@@ -1,6 +1,8 @@
 """Runtime commands: ``up``, ``worker``, ``broker``, ``topics`` and ``config``.
 
 Shell module: starts brokers and workers, talks to the cluster's admin API, prints for people.
+``topics`` lives in ``app.shell.cli.topics``; it is registered here, in its place between
+``broker`` and ``config``.
 """
 
 from __future__ import annotations
@@ -21,16 +23,13 @@ from dataclasses import replace
 from typing import Any
 
 from app.core.http_guard import is_loopback_bind
-from app.core.topic_plan import TopicPlan
+from app.shell.cli import topics
 from app.shell.cli.broker import Broker, probe_transactions, start_broker, watch_and_remove
+from app.shell.cli.client import checked_bootstrap
 from app.shell.errors import OperatorError
-from app.shell.settings import VARIABLES, Settings, load_settings, shown_value
-from app.shell.worker.kafka_io import (
-    await_group_coordinator,
-    parse_bootstrap,
-    probe_bootstrap,
-    quiet_client_logs,
-)
+from app.shell.settings import Settings, load_settings, shown_value
+from app.shell.settings_table import VARIABLES
+from app.shell.worker.kafka_io import await_group_coordinator, parse_bootstrap, probe_bootstrap
 from app.shell.worker.topics_admin import desired_for, ensure_topics, leader_topic
 
 __all__ = ["add_parser", "run_config"]
@@ -41,7 +40,7 @@ def add_parser(sub: Any) -> None:
     _add_up(sub)
     _add_worker(sub)
     _add_broker(sub)
-    _add_topics(sub)
+    topics.add_parser(sub)  # between broker and config, as `a2ui-stream --help` lists them
     _add_config(sub)
 
 
@@ -124,41 +123,6 @@ def _add_broker(sub: Any) -> None:
     broker.set_defaults(func=_run_broker)
 
 
-def _add_topics(sub: Any) -> None:
-    """``a2ui-stream topics apply|list``."""
-    topics = sub.add_parser(
-        "topics",
-        help="create missing topics and report drift (topics/topics.json)",
-        description=(
-            "apply: create every topic in topics/topics.json that is missing, and report drift "
-            "(a wrong partition count or config) with exit status 1. Running it twice changes "
-            "nothing the second time. list: print the desired topics."
-        ),
-    )
-    topics_sub = topics.add_subparsers(dest="topics_command", metavar="ACTION")
-    apply = topics_sub.add_parser(
-        "apply",
-        help="create what is missing, report drift",
-        description=(
-            "Create every topic of topics/topics.json that the cluster in KAFKA_BOOTSTRAP "
-            "lacks (names from A2UI_STREAM_TOPIC_PREFIX, partitions from "
-            "A2UI_STREAM_PARTITIONS), and report drift: an existing topic with another "
-            "partition count or config. Exit status 1 on drift; it never changes a topic that "
-            "exists."
-        ),
-    )
-    apply.add_argument("--bootstrap", help="override KAFKA_BOOTSTRAP")
-    apply.set_defaults(func=_run_topics_apply)
-    listing = topics_sub.add_parser(
-        "list",
-        help="print the desired topics and their configs",
-        description="Print the topics these settings define, with partitions and configs "
-        "(no broker needed).",
-    )
-    listing.set_defaults(func=_run_topics_list)
-    topics.set_defaults(func=lambda _args: (topics.print_help(sys.stderr), 2)[1])
-
-
 def _add_config(sub: Any) -> None:
     """``a2ui-stream config``: every setting with its effective value."""
     config = sub.add_parser(
@@ -170,71 +134,6 @@ def _add_config(sub: Any) -> None:
         ),
     )
     config.set_defaults(func=run_config)
-
-
-# -- topics -----------------------------------------------------------------------------------
-
-
-def _bootstrap(args: argparse.Namespace, settings: Settings) -> str:
-    """The cluster to talk to (--bootstrap, else KAFKA_BOOTSTRAP), checked: a well-formed
-    host:port list where something answers, or an OperatorError in words (issue 19 item 2)."""
-    given = getattr(args, "bootstrap", None)
-    bootstrap = given or settings.kafka_bootstrap
-    if not bootstrap:
-        raise OperatorError(
-            "no broker: set KAFKA_BOOTSTRAP=host:port (or pass --bootstrap), "
-            "or run `a2ui-stream up` to start the embedded broker"
-        )
-    source = "--bootstrap" if given else "KAFKA_BOOTSTRAP"
-    bootstrap = parse_bootstrap(bootstrap, source=source)
-    probe_bootstrap(bootstrap, source=source)
-    return bootstrap
-
-
-def client_command(args: argparse.Namespace, settings: Settings) -> str:
-    """What every client command (publish, log, deadletter, subscribe, topics apply...) does
-    first: aiokafka's log lines out of its output unless --debug, and the checked bootstrap."""
-    quiet_client_logs(getattr(args, "debug", False))
-    return _bootstrap(args, settings)
-
-
-def _print_plan(result: TopicPlan, out: Any = sys.stdout) -> None:
-    for spec in result.create:
-        config = ", ".join(f"{k}={v}" for k, v in sorted(spec.config.items()))
-        print(f"created  {spec.name}  partitions={spec.partitions}  {config}", file=out)
-    for name in result.ok:
-        print(f"ok       {name}", file=out)
-    for name in result.unchecked:
-        print(f"unchecked {name}: this broker does not describe topic configs", file=out)
-    for drift in result.drift:
-        print(
-            f"DRIFT    {drift.topic}: {drift.what} is {drift.actual}, expected {drift.expected}",
-            file=out,
-        )
-    if result.drift:
-        print(
-            "topics apply never changes an existing topic (a partition change would break "
-            "co-partitioning): fix the drift by hand or recreate the topic.",
-            file=out,
-        )
-    elif not result.create:
-        print("nothing to do: every topic exists as defined", file=out)
-
-
-def _run_topics_apply(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    result = asyncio.run(ensure_topics(client_command(args, settings), desired_for(settings)))
-    _print_plan(result)
-    return 1 if result.drift else 0
-
-
-def _run_topics_list(args: argparse.Namespace) -> int:
-    for spec in desired_for(load_settings()):
-        config = ", ".join(f"{k}={v}" for k, v in sorted(spec.config.items()))
-        print(
-            f"{spec.name}  partitions={spec.partitions}  replication={spec.replication}  {config}"
-        )
-    return 0
 
 
 # -- config -----------------------------------------------------------------------------------
@@ -390,7 +289,7 @@ def _when_answering(base: str, then: Callable[[], None], token: str | None = Non
 def _run_worker(args: argparse.Namespace) -> int:
     settings = load_settings()
     _check_web_port(settings)
-    bootstrap = _bootstrap(args, settings)
+    bootstrap = checked_bootstrap(args, settings)
     if settings.http_auth and not settings.http_tokens:
         _log(
             "worker: WARNING A2UI_STREAM_HTTP_TOKENS is not set: every run endpoint and the "

@@ -22,7 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from app.core.run_snapshot import CHECKPOINT_KEY
 from app.core.validator_batch import Send
 from app.core.validator_restore import catch_up, restore_partition
-from app.shell.cli.runtime import client_command
+from app.shell.cli.client import client_command
 from app.shell.errors import OperatorError
 from app.shell.settings import Settings, load_settings
 from app.shell.worker.kafka_io import read_topic, require_topic, started

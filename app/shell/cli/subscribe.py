@@ -22,7 +22,7 @@ import orjson
 
 from app.core.frames import DEFAULT_FULL_EVERY
 from app.core.subscriber import InvalidSurface
-from app.shell.cli.runtime import client_command
+from app.shell.cli.client import client_command
 from app.shell.cli.subscriber_client import SubscriberClient
 from app.shell.errors import OperatorError
 from app.shell.settings import load_settings
@@ -34,6 +34,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def add_parser(sub: Any) -> None:
+    _add_subscribe(sub)
+    _add_unsubscribe(sub)
+
+
+def _add_subscribe(sub: Any) -> None:
     subscribe = sub.add_parser(
         "subscribe",
         help="register a subscriber and print its validated surfaces (JSON Lines)",
@@ -77,6 +82,8 @@ def add_parser(sub: Any) -> None:
     )
     subscribe.set_defaults(func=_run_subscribe)
 
+
+def _add_unsubscribe(sub: Any) -> None:
     unsubscribe = sub.add_parser(
         "unsubscribe",
         help="remove a subscriber's registration",

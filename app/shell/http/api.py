@@ -49,17 +49,16 @@ the partition has no ready owner (a rebalance). Admissions and host commands are
 too: the owner publishes, waits for the outcome on its own tail and answers only once its store
 holds the event, so every later read (served by that owner) sees it.
 
-Before any route runs, ``request_guard`` (the web app's one middleware) applies
-``app.core.http_guard`` to every request: the Host rule of the laptop mode, the Origin rule
-and the JSON content type of every mutating request (issue 14 item 4). Request bodies are read
-with a deadline and go through the Kafka path's intake (``app.core.http_admission``).
+Before any route runs, ``request_guard`` (the web app's one middleware,
+``app.shell.http.guard``) applies ``app.core.http_guard`` to every request. Request bodies are
+read with a deadline and go through the Kafka path's intake (``app.core.http_admission``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 
 import faust
@@ -72,9 +71,8 @@ from app.core.discovery import (
     document_for,
     serves_delta_transport,
 )
-from app.core.http_admission import body_too_large, read_json_body
+from app.core.http_admission import read_json_body
 from app.core.http_errors import HttpError, error
-from app.core.http_guard import RequestHead, check_request
 from app.core.http_snapshot import DEFAULT_TENANT
 from app.core.keys import partition_for_run
 from app.core.openapi import document
@@ -117,53 +115,7 @@ from app.shell.http.streams import RunStreams
 from app.shell.worker.ownership import Ownership
 from app.shell.worker.run_index import PartitionUnsure, RunIndex, RunLog
 
-__all__ = ["HttpApi", "request_guard"]
-
-Middleware = Callable[
-    [web.Request, Callable[[web.Request], Awaitable[web.StreamResponse]]],
-    Awaitable[web.StreamResponse],
-]
-
-
-def request_guard(
-    *, loopback_only: bool, max_record_bytes: int, routes: tuple[Route, ...]
-) -> Middleware:
-    """The web app's one middleware: every request meets ``app.core.http_guard`` before the
-    dispatcher (``HttpApi.dispatch``: ours, the viewer's, /health, /metrics) runs, and the web
-    server's own refusals (a body beyond ``client_max_size``) are OpenWOP error envelopes
-    instead of aiohttp's plain text. ``loopback_only`` is the laptop mode (auth off);
-    ``routes`` the served route table (a path none serves is exempt from the content type)."""
-
-    @web.middleware
-    async def guard(
-        request: web.Request,
-        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-    ) -> web.StreamResponse:
-        head = RequestHead(
-            request.method,
-            request.headers.get("Host"),
-            request.headers.get("Origin"),
-            request.headers.get("Content-Type"),
-            # a path no route serves is answered 404 by the dispatcher, whatever its type
-            routed=not isinstance(
-                match(routes, request.method, request.rel_url.raw_path), NotRouted
-            ),
-        )
-        refused = check_request(head, loopback_only=loopback_only)
-        if refused is not None:
-            return error_response(refused)
-        try:
-            return await handler(request)
-        except web.HTTPRequestEntityTooLarge:
-            return error_response(
-                body_too_large(request.content_length, max_bytes=max_record_bytes)
-            )
-        except web.HTTPNotFound:  # the dispatcher's catch-all takes every path: a safety net
-            return error_response(error("not_found", f"no endpoint {request.path[:200]}"))
-        except web.HTTPMethodNotAllowed as exc:  # and every method: a safety net too
-            return wrong_method(tuple(exc.allowed_methods))
-
-    return guard
+__all__ = ["HttpApi"]
 
 
 class HttpApi:
@@ -335,7 +287,8 @@ class HttpApi:
 
     async def _raw_body(self, request: web.Request) -> bytes | web.Response:
         """The request body, read within the read timeout (A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS);
-        a body beyond the web server's ``client_max_size`` is refused by ``request_guard``."""
+        a body beyond the web server's ``client_max_size`` is refused by ``request_guard``
+        (``app.shell.http.guard``)."""
         try:
             return await asyncio.wait_for(request.read(), self.read_timeout)
         except TimeoutError:

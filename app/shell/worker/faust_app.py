@@ -34,9 +34,10 @@ from app.core.routes import ROUTES, served
 from app.core.topic_plan import TopicSpec
 from app.shell import log_safety
 from app.shell.gateway_key import gateway_key
-from app.shell.http.api import HttpApi, request_guard
+from app.shell.http.api import HttpApi
 from app.shell.http.forward import Forwarder
 from app.shell.http.gateway import AdmissionGateway
+from app.shell.http.guard import request_guard
 from app.shell.http.principals_file import principals_for
 from app.shell.http.streams import DeltaMemo, RunStreams
 from app.shell.http.viewer import register as register_viewer
