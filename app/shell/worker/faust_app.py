@@ -45,7 +45,8 @@ from app.shell.settings import Settings, advertised_url_of, check_exposure, load
 from app.shell.worker.assignor import WarmAssignor
 from app.shell.worker.metrics import Metrics
 from app.shell.worker.ownership import Ownership
-from app.shell.worker.projector_loop import ProjectorConfig, ProjectorLoop
+from app.shell.worker.projector_config import ProjectorConfig
+from app.shell.worker.projector_loop import ProjectorLoop
 from app.shell.worker.run_index import RunIndex
 from app.shell.worker.topics_admin import desired_for
 from app.shell.worker.validator_config import ValidatorConfig
