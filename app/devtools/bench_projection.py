@@ -448,7 +448,7 @@ async def measure_fanout_produced(
     ``send_frame``, as ``ProjectorLoop._send`` does, then wait for every acknowledgement."""
     from aiokafka import AIOKafkaProducer
 
-    from app.shell.worker.projector_loop import send_frame
+    from app.shell.worker.projector_fanout import send_frame
 
     old_change, change = changes[-2], changes[-1]
     key = f"{change.key.run_id}/{change.key.surface_id}".encode()

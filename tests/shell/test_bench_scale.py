@@ -20,7 +20,7 @@ from app.core.policy import HostPolicy
 from app.core.run_state import RunState
 from app.devtools import bench_scale as bench
 from app.shell.schema_files import load_schema_documents
-from app.shell.worker.faust_app import state_metrics
+from app.shell.worker.faust_loops import state_metrics
 
 NOW = "2026-01-01T00:00:00Z"
 

@@ -16,11 +16,13 @@ import pytest
 from aiokafka import TopicPartition
 
 import app.shell.worker.projector_loop as projector_loop
+import app.shell.worker.projector_resync as projector_resync
 from app.core.keys import log_key, partition_for_run
 from app.core.policy import HostPolicy
 from app.core.subscriptions import register
 from app.core.surfaces import SurfaceKey, replay
-from app.shell.worker.projector_loop import ProjectorConfig, ProjectorLoop
+from app.shell.worker.projector_config import ProjectorConfig
+from app.shell.worker.projector_loop import ProjectorLoop
 from tests.core.projection_support import column, components, create, data, event, text, v2
 from tests.shell.memory_kafka import MemoryConsumer, MemoryKafka
 
@@ -101,8 +103,8 @@ def _loop(kafka: MemoryKafka, monkeypatch: pytest.MonkeyPatch, cache: int = 10_0
     async def read_topic(bootstrap: str, topic: str, **kw: Any) -> list[Any]:  # before the change
         return kafka.visible(topic, kw["partitions"][0])
 
-    loop._subscriber_topic = topic
-    loop._read_log = read_log
+    loop.subscriber_topic = topic
+    loop.read_log = read_log
     monkeypatch.setattr(projector_loop, "read_topic", read_topic, raising=False)
     return loop
 
@@ -283,7 +285,10 @@ async def test_a_cache_of_one_surface_sends_what_the_unbounded_one_sends(
             request = {"subscriberId": "delta", "runId": runs[0], "surfaceId": "s", "sequence": 0}
             value = orjson.dumps(request)
             assert runs[0] not in loop.runs
-            await asyncio.gather(loop._answer(value, (0, 7)), loop._answer(value, (0, 7)))
+            await asyncio.gather(
+                projector_resync.answer(loop, value, (0, 7)),
+                projector_resync.answer(loop, value, (0, 7)),
+            )
             answers = [
                 orjson.loads(r.body())
                 for r in kafka.visible("sub-delta", 0)
@@ -305,14 +310,14 @@ def _frames_of(kafka: MemoryKafka, topic: str) -> list[dict[str, Any]]:
 def _gate_log_reads(loop: Any) -> tuple[asyncio.Event, asyncio.Event]:
     """Hold every log read until ``gate`` is set; ``started`` is set when one begins."""
     started, gate = asyncio.Event(), asyncio.Event()
-    read = loop._read_log
+    read = loop.read_log
 
     async def gated(partition: int, before: int, keep: Any) -> list[Any]:
         started.set()
         await gate.wait()
         return list(await read(partition, before, keep))
 
-    loop._read_log = gated
+    loop.read_log = gated
     return started, gate
 
 
@@ -417,7 +422,7 @@ async def test_after_an_eviction_a_resync_caches_its_run_and_the_next_change_is_
     await _drain(loop)
     assert set(loop.runs) == {y} and loop.evicted == 1
     request = {"subscriberId": "delta", "runId": x, "surfaceId": "s", "sequence": 0}
-    await loop._answer(orjson.dumps(request), (0, 3))
+    await projector_resync.answer(loop, orjson.dumps(request), (0, 3))
     assert loop.log_reads == 1 and set(loop.runs) == {x, y}
     _publish(kafka, x, 1, ["x1"])
     await _drain(loop)

@@ -16,7 +16,7 @@ from app.core.sse_frames import keep_alive
 from app.core.stream_modes import DEFAULT_MODES
 from app.shell.http.streams import DeltaMemo, KeepAlive, RunStreams
 from app.shell.schema_files import load_schema_documents
-from app.shell.worker.run_index import LoggedEvent, RunLog
+from app.shell.worker.run_log import LoggedEvent, RunLog
 
 pytestmark = pytest.mark.asyncio
 

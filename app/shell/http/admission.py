@@ -34,7 +34,7 @@ from app.core.principals import bearer_token
 from app.shell.clock import now_rfc3339
 from app.shell.http.gateway import Published
 from app.shell.http.responses import Call, error_response, json_response
-from app.shell.worker.run_index import RunLog
+from app.shell.worker.run_log import RunLog
 
 if TYPE_CHECKING:
     from app.shell.http.api import HttpApi

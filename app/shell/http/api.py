@@ -113,7 +113,8 @@ from app.shell.http.run_listing import RunListing
 from app.shell.http.run_reads import RunReads
 from app.shell.http.streams import RunStreams
 from app.shell.worker.ownership import Ownership
-from app.shell.worker.run_index import PartitionUnsure, RunIndex, RunLog
+from app.shell.worker.run_index import PartitionUnsure, RunIndex
+from app.shell.worker.run_log import RunLog
 
 __all__ = ["HttpApi"]
 

@@ -27,7 +27,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from app.core.command_seal import HEADER, seal
 from app.core.keys import partition_for_run
-from app.shell.worker.run_index import RecordOutcome, RunIndex
+from app.shell.worker.run_index import RunIndex
+from app.shell.worker.run_outcomes import RecordOutcome
 
 __all__ = ["AdmissionGateway", "Published"]
 

@@ -29,7 +29,7 @@ from app.core.surfaces import V1_SURFACE_ID, SurfaceKey, replay
 from app.core.wire_ids import project_run_id
 from app.shell.http.gateway import Published
 from app.shell.http.responses import Call, error_response, json_response, unavailable
-from app.shell.worker.run_index import RunLog
+from app.shell.worker.run_log import RunLog
 
 if TYPE_CHECKING:
     from app.shell.http.api import HttpApi

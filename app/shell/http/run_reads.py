@@ -19,7 +19,7 @@ from app.core.http_errors import HttpError
 from app.core.http_snapshot import SNAPSHOT_EVENT_TYPES, snapshot
 from app.core.stream_modes import parse_last_event_id, parse_poll_query, parse_stream_mode
 from app.shell.http.responses import Call, error_response, json_response
-from app.shell.worker.run_index import RunLog
+from app.shell.worker.run_log import RunLog
 
 if TYPE_CHECKING:
     from app.shell.http.api import HttpApi

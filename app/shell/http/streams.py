@@ -43,7 +43,8 @@ from app.core.sse_frames import (
 )
 from app.core.stream_modes import event_in_modes
 from app.core.surfaces import Projection, project
-from app.shell.worker.run_index import LoggedEvent, RunIndex, RunLog
+from app.shell.worker.run_index import RunIndex
+from app.shell.worker.run_log import LoggedEvent, RunLog
 
 __all__ = ["DeltaMemo", "KeepAlive", "RunStreams"]
 

@@ -1,17 +1,15 @@
 """The Faust application: configuration, the declared topics and the worker's web views.
 
-Shell module. Faust adds nothing to the wire: every topic uses raw bytes for keys and values
-(STYLE rule 6); the records' shapes are defined by ``schemas/`` and the topics by ``topics/``.
-Agents are registered by their own modules (``register(app, topics)``) and talk only through
-topics.
+Shell module, the worker process's composition root. Faust adds nothing to the wire: every
+topic uses raw bytes for keys and values (STYLE rule 6); the records' shapes are defined by
+``schemas/`` and the topics by ``topics/``. Agents are registered by their own modules
+(``register(app, topics)``) and talk only through topics.
 
-The web server (issue 14): it listens on A2UI_STREAM_WEB_HOST only (Faust's ``web_bind``, which
-otherwise defaults to every interface), serves our routes and none of Faust's built-in pages
-(``/``, ``/router``, ``/table``, ``/stats``, ``/assignment``, ``/graph``, ``/performance``:
-they answer without a token, disclose the worker URLs and the assignment, and ``/router/x/``
-raised), reads bodies up to A2UI_STREAM_MAX_RECORD_BYTES plus the record's wrapper, closes a
-connection whose request head is not in within A2UI_STREAM_HTTP_READ_TIMEOUT_SECONDS, and runs
-every request through ``app.shell.http.api.request_guard`` first.
+``create_app`` builds the Faust app and its web server (``app.shell.worker.faust_web``: our
+routes only, none of Faust's pages, every request through ``app.shell.http.guard.request_guard``
+first), the validator and projector loops as its services (``app.shell.worker.faust_loops``),
+the read side of the owned partitions and the HTTP API over it. It is the one worker module
+that imports ``app.shell.http`` (tests/shell/test_layers.py).
 """
 
 from __future__ import annotations
@@ -22,8 +20,6 @@ from typing import Any
 
 import faust
 import mode
-from aiohttp.web import AppRunner
-from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
 from app import __version__
 from app.core.discovery import DiscoveryConfig, serves_envelope_accept
@@ -44,31 +40,16 @@ from app.shell.http.viewer import register as register_viewer
 from app.shell.schema_files import load_schema_documents
 from app.shell.settings import Settings, advertised_url_of, check_exposure, load_secrets
 from app.shell.worker.assignor import WarmAssignor
+from app.shell.worker.faust_loops import build_loops, host_loops
+from app.shell.worker.faust_web import worker_app
 from app.shell.worker.metrics import Metrics
 from app.shell.worker.ownership import Ownership
-from app.shell.worker.projector_loop import ProjectorConfig, ProjectorLoop
+from app.shell.worker.projector_loop import ProjectorLoop
 from app.shell.worker.run_index import RunIndex
 from app.shell.worker.topics_admin import desired_for
-from app.shell.worker.validator_config import ValidatorConfig
 from app.shell.worker.validator_loop import ValidatorLoop
 
-__all__ = [
-    "BODY_ROOM",
-    "StreamTopics",
-    "WorkerApp",
-    "WorkerWeb",
-    "create_app",
-    "policy_from",
-    "state_metrics",
-]
-
-# What the web server reads beyond A2UI_STREAM_MAX_RECORD_BYTES: room for the record around a
-# body (``{"runId": ..., "envelope": ...}``, a runId of up to 256 characters escaped), so a body
-# just over the limit is refused by intake with its exact size (app.core.http_admission).
-BODY_ROOM = 64 * 1024
-
-# How long the web server waits for a running request when the worker stops (WorkerWeb).
-SHUTDOWN_GRACE_SECONDS = 2.0
+__all__ = ["StreamTopics", "create_app", "policy_from"]
 
 
 def policy_from(settings: Settings) -> HostPolicy:
@@ -94,80 +75,29 @@ class StreamTopics:
         return self.topics[topic_id]
 
 
-class WorkerWeb(AiohttpWeb):
-    """Faust's aiohttp web server without Faust's built-in pages, and with a deadline on the
-    request head. Faust chooses its blueprints from these class attributes (faust.web.base)."""
-
-    default_blueprints = ()  # /router, /table
-    production_blueprints = ()  # the "/" index
-    debug_blueprints = ()  # /graph, /stats, /assignment
-    optional_blueprints = ()  # /performance
-
-    def __init__(self, app: faust.App, *, read_timeout: float, **kwargs: Any) -> None:
-        super().__init__(app, **kwargs)
-        # aiohttp has no header timeout of its own, but its keep-alive timer starts when a
-        # connection opens and again after each response, and closes the connection if no
-        # complete request head has arrived by then (aiohttp.web_protocol.RequestHandler). Set
-        # short, it is the header timeout; it also ends idle keep-alive connections. A handler
-        # that is running (an SSE stream) is never cut by it.
-        # shutdown_timeout: on stop, a request still running (an SSE stream, a long poll) gets
-        # this long to end, and then as long again once cancelled; aiohttp's 60 s default held
-        # a Ctrl-C for two minutes while a viewer was open (issue 19 item 7). Clients reconnect.
-        self._runner = AppRunner(
-            self.web_app,
-            access_log=None,
-            keepalive_timeout=read_timeout,
-            shutdown_timeout=SHUTDOWN_GRACE_SECONDS,
-        )
-
-
-class WorkerApp(faust.App):
-    """The Faust app with the worker's web server (``WorkerWeb``)."""
-
-    def __init__(self, *args: Any, read_timeout: float, **kwargs: Any) -> None:
-        self.read_timeout = read_timeout
-        super().__init__(*args, **kwargs)
-
-    def _new_web(self) -> WorkerWeb:
-        return WorkerWeb(self, read_timeout=self.read_timeout)
-
-
-def _broker_url(bootstrap: str) -> str:
-    servers = [server.strip() for server in bootstrap.split(",") if server.strip()]
-    return ";".join(f"kafka://{server}" for server in servers)
-
-
 def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTopics]:
     """Build the Faust app for ``bootstrap`` with every topic declared as raw bytes. Raises
     ``OperatorError`` for settings that would expose the API (``check_exposure``)."""
     check_exposure(settings)
-    discovery = DiscoveryConfig(
-        floor=settings.floor,
-        strictness=settings.strictness,
-        seams=settings.seams,
-        delta_transport=settings.delta_transport,
-        # §12/§16a: the fixtures are served and advertised only where the seams are.
-        fixtures=FIXTURES if settings.seams else (),
-        version=__version__,
-    )
+    discovery = _discovery(settings)
     # the routes served at this configuration (app.core.routes): the guard, the dispatcher
     # and the OpenAPI document read the same table
     routes = served(ROUTES, seams=settings.seams, envelope_accept=serves_envelope_accept(discovery))
     _quiet_payload_loggers()
     log_safety.install()  # a producer's bytes in a log argument cannot start a line of its own
-    app = _worker_app(settings, bootstrap, routes)
+    guard = request_guard(
+        loopback_only=not settings.http_auth,
+        max_record_bytes=settings.max_record_bytes,
+        routes=routes,
+    )
+    app = worker_app(settings, bootstrap, guard)
     stream_topics = _declared_topics(app, settings)
     specs = stream_topics.specs
     metrics = Metrics()
     rules = PayloadRules.from_documents(load_schema_documents())
     policy = policy_from(settings)
-    validator, projector = _loops(settings, bootstrap, specs, policy, rules, metrics)
-    if "validator" in settings.roles:
-        app.service(_validator_service(validator))
-    if "projector" in settings.roles:
-        metrics.extra.append(projector.render_metrics)
-        app.service(_projector_service(projector))
-    metrics.extra.append(lambda: state_metrics(validator, projector, settings.roles))
+    validator, projector = build_loops(settings, bootstrap, specs, policy, rules, metrics)
+    host_loops(app, settings.roles, validator, projector, metrics)
     ownership, index, forwarder, gateway = _read_side(
         settings, bootstrap, specs, policy, validator, projector
     )
@@ -196,6 +126,19 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     return app, stream_topics
 
 
+def _discovery(settings: Settings) -> DiscoveryConfig:
+    """What discovery advertises at these settings (app.core.discovery)."""
+    return DiscoveryConfig(
+        floor=settings.floor,
+        strictness=settings.strictness,
+        seams=settings.seams,
+        delta_transport=settings.delta_transport,
+        # §12/§16a: the fixtures are served and advertised only where the seams are.
+        fixtures=FIXTURES if settings.seams else (),
+        version=__version__,
+    )
+
+
 def _pages(
     app: faust.App, settings: Settings, specs: dict[str, TopicSpec], metrics: Metrics
 ) -> dict[str, Any]:
@@ -219,53 +162,6 @@ def _pages(
     return {"health": health, "metrics": metrics_page}
 
 
-def _worker_app(settings: Settings, bootstrap: str, routes: Any) -> WorkerApp:
-    """The Faust app: the service host and its web server (the routes' guard in front), with
-    Faust's own pages, topic declaration and agents off."""
-    group_timeouts: dict[str, Any] = (
-        # Joins in ~5 s instead of ~30 s (../shared/spec/kafka.md); laptops and tests only.
-        {
-            "broker_session_timeout": 10,
-            "broker_heartbeat_interval": 1,
-            "broker_rebalance_timeout": 10,
-        }
-        if settings.fast_groups
-        else {}
-    )
-    return WorkerApp(
-        settings.app_id,
-        read_timeout=settings.http_read_timeout_seconds,
-        broker=_broker_url(bootstrap),
-        web_host=settings.web_host,
-        web_bind=settings.web_host,  # Faust's default binds every interface
-        web_port=settings.web_port,
-        web_application_options={
-            "client_max_size": settings.max_record_bytes + BODY_ROOM,
-            "middlewares": [
-                request_guard(
-                    loopback_only=not settings.http_auth,
-                    max_record_bytes=settings.max_record_bytes,
-                    routes=routes,
-                )
-            ],
-        },
-        # Faust's built-in pages, off by their own settings too (WorkerWeb serves none).
-        web_router_enabled=False,
-        web_tables_enabled=False,
-        web_stats_enabled=False,
-        web_graph_enabled=False,
-        web_metrics_enabled=False,
-        datadir=str(settings.data_dir),
-        topic_replication_factor=settings.replication,
-        topic_partitions=settings.partitions,
-        topic_allow_declare=False,  # topics are owned by `a2ui-stream topics apply`
-        producer_acks=-1,
-        web_enabled=True,
-        autodiscover=False,
-        **group_timeouts,
-    )
-
-
 def _declared_topics(app: faust.App, settings: Settings) -> StreamTopics:
     """Every topic of topics/topics.json declared on ``app`` (raw bytes both ways)."""
     specs = {spec.id: spec for spec in desired_for(settings)}
@@ -282,58 +178,6 @@ def _declared_topics(app: faust.App, settings: Settings) -> StreamTopics:
         for topic_id, spec in specs.items()
     }
     return StreamTopics(specs, topics)
-
-
-def _loops(
-    settings: Settings,
-    bootstrap: str,
-    specs: dict[str, TopicSpec],
-    policy: HostPolicy,
-    rules: PayloadRules,
-    metrics: Metrics,
-) -> tuple[ValidatorLoop, ProjectorLoop]:
-    """The validator and projector loops, configured (built whatever the roles: the state
-    metrics read both)."""
-    validator = ValidatorLoop(
-        ValidatorConfig(
-            bootstrap=bootstrap,
-            admission_topic=specs["admission"].name,
-            log_topic=specs["log"].name,
-            deadletter_topic=specs["deadletter"].name,
-            partitions=specs["admission"].partitions,
-            resumes_topic=specs["resumes"].name,
-            changelog_topic=specs["runstate"].name,
-            group_id=f"{settings.app_id}-validator",
-            transactional_id=f"{settings.app_id}-validator-{settings.worker_id}",
-            transactions=settings.transactions,
-            max_record_bytes=settings.max_record_bytes,
-            fast_groups=settings.fast_groups,
-            cache_runs=settings.validator_cache_runs,
-            batch_ms=settings.batch_ms,
-            changelog_interval=settings.commit_interval_ms / 1000,
-            state_dir=str(settings.data_dir / "validator-state" / settings.worker_id),
-        ),
-        policy,
-        rules,
-        metrics,
-    )
-    metrics.lag = validator.lag
-    projector = ProjectorLoop(
-        ProjectorConfig(
-            bootstrap=bootstrap,
-            log_topic=specs["log"].name,
-            subscriptions_topic=specs["subscriptions"].name,
-            resync_topic=specs["resync"].name,
-            topic_prefix=settings.topic_prefix,
-            replication=settings.replication,
-            group_id=f"{settings.app_id}-projector",
-            partitions=specs["log"].partitions,
-            fast_groups=settings.fast_groups,
-            cache_surfaces=settings.projector_cache_surfaces,
-        ),
-        policy,
-    )
-    return validator, projector
 
 
 def _read_side(
@@ -381,44 +225,6 @@ def _read_side(
     return ownership, index, forwarder, gateway
 
 
-def _validator_service(validator: ValidatorLoop) -> type[mode.Service]:
-    class ValidatorService(mode.Service):
-        """Runs the validator loop for the life of the worker."""
-
-        async def on_start(self) -> None:
-            self._stopping = asyncio.Event()
-            await validator.start()
-
-        @mode.Service.task
-        async def _validate(self) -> None:
-            await validator.run(self._stopping)
-
-        async def on_stop(self) -> None:
-            self._stopping.set()
-            await validator.stop()
-
-    return ValidatorService
-
-
-def _projector_service(projector: ProjectorLoop) -> type[mode.Service]:
-    class ProjectorService(mode.Service):
-        """Runs the projector loop for the life of the worker."""
-
-        async def on_start(self) -> None:
-            self._stopping = asyncio.Event()
-            await projector.start()
-
-        @mode.Service.task
-        async def _project(self) -> None:
-            await projector.run(self._stopping)
-
-        async def on_stop(self) -> None:
-            self._stopping.set()
-            await projector.stop()
-
-    return ProjectorService
-
-
 def _http_metrics(
     index: RunIndex, streams: RunStreams, ownership: Ownership, forwarder: Forwarder
 ) -> list[str]:
@@ -444,33 +250,6 @@ def _http_metrics(
         f'a2ui_http_forwarded_total{{result="sent"}} {forwarder.forwarded}',
         f'a2ui_http_forwarded_total{{result="failed"}} {forwarder.failed}',
     ]
-
-
-def state_metrics(
-    validator: ValidatorLoop, projector: ProjectorLoop, roles: frozenset[str]
-) -> list[str]:
-    """How much state this worker holds (issue 15; read by ``a2ui-stream bench scale``): the
-    validator's run states per admission partition it owns (those restored), and every surface
-    the projector holds. Each is a ``len`` (O(1)): cheap on every scrape."""
-    lines: list[str] = []
-    if "validator" in roles:
-        lines += [
-            "# HELP a2ui_validator_run_states Run states held by this worker's validator, per "
-            "admission partition it owns (restored): in memory and in its local store.",
-            "# TYPE a2ui_validator_run_states gauge",
-        ]
-        lines += [
-            f'a2ui_validator_run_states{{partition="{p}"}} {state.held}'
-            for p, state in sorted(validator.partitions.items())
-        ]
-    if "projector" in roles:
-        lines += [
-            "# HELP a2ui_projector_surfaces Materialized surfaces held by this worker's "
-            "projector (its cache, of the partitions it owns).",
-            "# TYPE a2ui_projector_surfaces gauge",
-            f"a2ui_projector_surfaces {projector.held}",
-        ]
-    return lines
 
 
 def _http_service(

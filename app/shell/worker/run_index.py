@@ -16,14 +16,17 @@ On revocation its runs leave memory and their readers are told (an SSE stream cl
 client resumes with ``Last-Event-ID`` at the new owner); the files stay as a warm cache.
 
 In memory: the runs someone is reading (a ``RunLog`` held by a stream or a poll, tracked
-weakly) and a bounded LRU of recently read runs (``cache_bytes``); events are decoded lazily,
-once per process (``LoggedEvent.event``). Records arrive in partition order, so each run's
-events arrive in sequence order.
+weakly) and a bounded LRU of recently read runs (``cache_bytes``; ``run_log.RunCache``); events
+are decoded lazily, once per process (``LoggedEvent.event``; ``run_records`` files each fetched
+record). Records arrive in partition order, so each run's events arrive in sequence order.
 
 The dead letters of the owned partitions are tailed from their end at assignment, so an HTTP
 admission (which the owner publishes) can wait for the outcome of the record it published:
 every validator output carries the ``a2ui-source`` header naming the admission record's
-partition and offset (docs/pipeline.md).
+partition and offset (docs/pipeline.md; ``run_outcomes``).
+
+This module is the index: ownership, lifecycle, the tail and the readers. It imports
+``app.core``, the shared shell modules and ``app.shell.worker``.
 """
 
 from __future__ import annotations
@@ -32,149 +35,25 @@ import asyncio
 import contextlib
 import logging
 import time
-import weakref
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from app.core.keys import partition_for_run, run_of_log_key, sequence_of_log_key
-from app.core.run_lifecycle import INITIAL_STATUS, TERMINAL_STATUSES, status_after, status_of
-from app.shell.wire import SOURCE_HEADER, TYPE_HEADER
+from app.core.keys import partition_for_run
+from app.core.run_lifecycle import status_of
 from app.shell.worker.kafka_io import MAX_FETCH_BYTES, partitions_of
+from app.shell.worker.run_log import DECODED_FACTOR, LoggedEvent, RunCache, RunLog
+from app.shell.worker.run_outcomes import Outcomes, RecordOutcome
+from app.shell.worker.run_records import file_dead_letter, file_log_record
 from app.shell.worker.run_store import RunStore, RunSummary
 
-__all__ = ["LoggedEvent", "RecordOutcome", "RunIndex", "RunLog"]
+__all__ = ["PartitionUnsure", "RunIndex"]
 
 log = logging.getLogger("a2ui_stream.http")
 
-_RECENT_OUTCOMES = 10_000  # a waiter registers microseconds after its publish returns
-_DECODED_FACTOR = 6  # a decoded event dict holds about 5.6x its JSON (measured, issue 15)
 _CHECKPOINT_REFRESH_S = 60.0
-
-
-class LoggedEvent:
-    """One recorded event as the log holds it: its bytes (served as they are) and, decoded on
-    first use, its document."""
-
-    __slots__ = ("_event", "appended_ms", "data", "offset", "partition", "sequence", "type")
-
-    def __init__(
-        self,
-        sequence: int,
-        type: str,
-        data: bytes,
-        event: dict[str, Any] | None,
-        partition: int,
-        offset: int,
-        appended_ms: int,
-    ) -> None:
-        self.sequence = sequence
-        self.type = type
-        self.data = data
-        self._event = event
-        self.partition = partition
-        self.offset = offset
-        self.appended_ms = appended_ms  # the log record's Kafka timestamp
-
-    @property
-    def event(self) -> dict[str, Any]:
-        found = self._event
-        if found is None:
-            decoded = orjson.loads(self.data)
-            found = self._event = decoded if isinstance(decoded, dict) else {}
-        return found
-
-    def shown(self, data: bytes, event: dict[str, Any]) -> LoggedEvent:
-        """The same event as a reader is shown it (its trust rewritten, app.core.sse_frames)."""
-        return LoggedEvent(
-            self.sequence, self.type, data, event, self.partition, self.offset, self.appended_ms
-        )
-
-    def __repr__(self) -> str:
-        return f"LoggedEvent({self.sequence}, {self.type!r}, {self.partition}:{self.offset})"
-
-
-@dataclass(frozen=True, slots=True)
-class RecordOutcome:
-    """What the validator did with one admission record: the events it appended (``events``)
-    or the dead letter it wrote (``letter``)."""
-
-    events: tuple[LoggedEvent, ...] = ()
-    letter: dict[str, Any] | None = None
-
-
-@dataclass(eq=False)
-class RunLog:
-    run_id: str
-    events: list[LoggedEvent] = field(default_factory=list)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    status: str = INITIAL_STATUS
-    partition: int = -1
-    moved: bool = False  # the partition left this worker: readers stop and resume elsewhere
-    charge: int = 0  # bytes counted against the cache
-    # Bumped by every notify: a stream that read ``version`` before writing what was pending
-    # knows whether it missed a change while it wrote (app.shell.http.streams.KeepAlive).
-    version: int = 0
-    # One future per waiting SSE stream (KeepAlive.wait), resolved True by notify: a stream
-    # waits on its run and on the shared keep-alive timer with one future and no timer of its
-    # own. Polls wait on ``changed``.
-    wakers: set[asyncio.Future[bool]] = field(default_factory=set)
-
-    @property
-    def last_sequence(self) -> int:
-        return self.events[-1].sequence if self.events else -1
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
-
-    def after(self, sequence: int) -> list[LoggedEvent]:
-        """Events with a sequence greater than ``sequence`` (an exclusive cursor, §9)."""
-        start = max(0, sequence + 1)
-        if start < len(self.events) and self.events[start].sequence == sequence + 1:
-            return self.events[start:]
-        return [e for e in self.events if e.sequence > sequence]
-
-    def notify(self) -> None:
-        self.version += 1
-        self.changed.set()
-        self.changed = asyncio.Event()
-        for waker in self.wakers:
-            if not waker.done():
-                waker.set_result(True)
-        self.wakers.clear()
-
-
-def _source_of(record: Any) -> str | None:
-    """The ``a2ui-source`` header: the admission record a validator output is the outcome of."""
-    return _headers_of(record)[0]
-
-
-def _parsed(partition: int, record: Any) -> dict[str, Any] | None:
-    """A log record's event, or None (logged) when its value is not a JSON object."""
-    try:
-        event = orjson.loads(record.value)
-    except orjson.JSONDecodeError:
-        log.error("run index: undecodable log record %d:%d", partition, record.offset)
-        return None
-    return event if isinstance(event, dict) else None
-
-
-def _headers_of(record: Any) -> tuple[str | None, str | None]:
-    """A log record's ``a2ui-source`` and ``a2ui-type`` headers (None where absent: a record
-    written before the validator wrote its type is parsed for it)."""
-    source = event_type = None
-    for name, value in record.headers or ():
-        if name == SOURCE_HEADER:
-            source = bytes(value).decode(errors="replace")
-        elif name == TYPE_HEADER:
-            event_type = bytes(value).decode(errors="replace")
-    return source, event_type
 
 
 class PartitionUnsure(Exception):
@@ -199,15 +78,11 @@ class RunIndex:
         self.deadletter_topic = deadletter_topic
         self.store_path = store_path
         self._store: RunStore | None = None
-        self.cache_bytes = cache_bytes
         self.partitions = 0  # N, from the log topic's metadata
         self.owned: set[int] = set()  # partitions being tailed
         self.ready_partitions: set[int] = set()  # ... and read up to their end when assigned
-        self.outcomes: OrderedDict[str, RecordOutcome] = OrderedDict()
-        self._outcome_waiters: dict[str, list[asyncio.Future[RecordOutcome]]] = {}
-        self._live: weakref.WeakValueDictionary[str, RunLog] = weakref.WeakValueDictionary()
-        self._cache: OrderedDict[str, RunLog] = OrderedDict()
-        self._cached_bytes = 0
+        self.outcomes = Outcomes()  # of the recent admission records, and their waiters
+        self.memory = RunCache(cache_bytes)  # the runs held in memory
         self._consumer: AIOKafkaConsumer | None = None
         self._appended: AIOKafkaConsumer | None = None  # read_uncommitted: high watermarks
         # What the group assigned last (set at once by assigned/revoked): the truth that
@@ -242,11 +117,10 @@ class RunIndex:
         self.ready_partitions -= partitions
         for partition in partitions:
             self._targets.pop(partition, None)
-        for run_id, run in list(self._live.items()):
+        for run_id, run in list(self.memory.live.items()):
             if run.partition in partitions:
                 run.moved = True
-                self._uncache(run_id)
-                self._live.pop(run_id, None)
+                self.memory.forget(run_id)
                 run.notify()
         self._changed = True
         self._wake.set()
@@ -392,135 +266,33 @@ class RunIndex:
             if tp.topic == self.log_topic:
                 self.records_read += len(records)
                 for record in records:
-                    self._on_log(tp.partition, record, writer, touched)
+                    file_log_record(
+                        tp.partition, record, writer, touched, self.memory, self.outcomes
+                    )
                 if records:
                     self._log_next[tp.partition] = records[-1].offset + 1
                     writer.advance(tp.partition, records[-1].offset + 1)
             else:
                 for record in records:
-                    self._on_dead_letter(record)
+                    file_dead_letter(record, self.outcomes)
                 if records:
                     self._dead_next[tp.partition] = records[-1].offset + 1
         writer.commit()
         for run in touched.values():
             run.notify()
 
-    def _on_log(self, partition: int, record: Any, writer: Any, touched: dict[str, RunLog]) -> None:
-        if record.key is None:
-            return
-        try:
-            run_id = run_of_log_key(record.key)
-            sequence = sequence_of_log_key(record.key)
-        except (ValueError, UnicodeDecodeError):
-            return
-        if "\x00" in run_id:  # never admitted (app.core.identifiers); the store's separator
-            return
-        run = self._live.get(run_id)
-        if record.value is None:  # a tombstone (`runs delete`)
-            gone = writer.delete(partition, run_id, sequence)
-            if run is not None:
-                run.events = [e for e in run.events if e.sequence != sequence]
-                if gone or not run.events:
-                    self._uncache(run_id)
-                    self._live.pop(run_id, None)
-                touched[run_id] = run
-            return
-        source, event_type = _headers_of(record)
-        # Only a run someone reads, or an outcome someone waits for, keeps the decoded event;
-        # anything else keeps at most the bytes (decoded if ever read: lazily, once). The type
-        # comes from the record's header, so an event nobody reads is never parsed here.
-        wanted = run is not None or (source is not None and source in self._outcome_waiters)
-        event: dict[str, Any] | None = None
-        if wanted or event_type is None:
-            event = _parsed(partition, record)
-            if event is None:
-                return
-            if event_type is None:
-                event_type = str(event.get("type", ""))
-        appended = int(record.timestamp or 0)
-        writer.put(partition, run_id, sequence, event_type, record.value, record.offset, appended)
-        logged = LoggedEvent(
-            sequence,
-            event_type,
-            record.value,
-            event if wanted else None,
-            partition,
-            record.offset,
-            appended,
-        )
-        if run is not None:
-            self._append(run, logged)
-            touched[run_id] = run
-        if source is not None:
-            self._note(source, RecordOutcome(events=(logged,)))
-
-    def _append(self, run: RunLog, logged: LoggedEvent) -> None:
-        if run.events and logged.sequence <= run.events[-1].sequence:
-            # A re-appended sequence (never with transactions): the later record wins.
-            run.events = [e for e in run.events if e.sequence != logged.sequence]
-            run.events.append(logged)
-            run.events.sort(key=lambda e: e.sequence)
-        else:
-            run.events.append(logged)
-        run.status = status_after(run.status, logged.type)
-        if run.run_id in self._cache:
-            self._charge(run, len(logged.data) * _DECODED_FACTOR)
-
-    def _on_dead_letter(self, record: Any) -> None:
-        if record.value is None:
-            return
-        try:
-            letter = orjson.loads(record.value)
-        except orjson.JSONDecodeError:
-            return
-        source = _source_of(record)
-        if isinstance(letter, dict) and source is not None:
-            self._note(source, RecordOutcome(letter=letter))
-
-    def _note(self, source: str, outcome: RecordOutcome) -> None:
-        earlier = self.outcomes.get(source)
-        if earlier is not None and outcome.events:  # a command appends several events
-            outcome = RecordOutcome(events=earlier.events + outcome.events)
-        self.outcomes[source] = outcome
-        self.outcomes.move_to_end(source)
-        while len(self.outcomes) > _RECENT_OUTCOMES:
-            self.outcomes.popitem(last=False)
-        for waiter in self._outcome_waiters.pop(source, ()):
-            if not waiter.done():
-                waiter.set_result(outcome)
-
-    # -- the cache ----------------------------------------------------------------------------
-
-    def _charge(self, run: RunLog, amount: int) -> None:
-        run.charge += amount
-        self._cached_bytes += amount
-        while self._cached_bytes > self.cache_bytes and len(self._cache) > 1:
-            oldest = next(iter(self._cache))
-            if oldest == run.run_id:
-                self._cache.move_to_end(oldest)
-                oldest = next(iter(self._cache))
-                if oldest == run.run_id:
-                    break
-            self._uncache(oldest)
-
-    def _uncache(self, run_id: str) -> None:
-        found = self._cache.pop(run_id, None)
-        if found is not None:
-            self._cached_bytes -= found.charge
-            found.charge = 0
+    # -- the cache (run_log.RunCache) ---------------------------------------------------------
 
     @property
     def cached_bytes(self) -> int:
-        return self._cached_bytes
+        return self.memory.cached_bytes
 
     def _load(self, run_id: str) -> RunLog | None:
         partition = partition_for_run(run_id, self.partitions) if self.partitions else -1
         if partition not in self.ready_partitions or self._store is None:
             return None
-        found = self._live.get(run_id)
+        found = self.memory.get(run_id)
         if found is not None:
-            if run_id in self._cache:
-                self._cache.move_to_end(run_id)
             return found
         stored = self.store.events(partition, run_id)
         if not stored:
@@ -531,9 +303,7 @@ class RunIndex:
             for e in stored
         ]
         run = RunLog(run_id, events, status=status_of(e.type for e in events), partition=partition)
-        self._live[run_id] = run
-        self._cache[run_id] = run
-        self._charge(run, sum(len(e.data) for e in events) * _DECODED_FACTOR)
+        self.memory.hold(run, sum(len(e.data) for e in events) * DECODED_FACTOR)
         return run
 
     # -- readers ----------------------------------------------------------------------------
@@ -549,7 +319,7 @@ class RunIndex:
 
     def in_memory(self) -> int:
         """Runs held in memory (cached, or held by a reader)."""
-        return len(self._live)
+        return len(self.memory.live)
 
     async def lookup(self, run_id: str, timeout: float) -> RunLog | None:
         """The run, or None only once this worker has read its partition of the log up to
@@ -620,19 +390,4 @@ class RunIndex:
     async def outcome_of(self, partition: int, offset: int, timeout: float) -> RecordOutcome | None:
         """The outcome of the admission record at ``partition:offset``, waiting at most
         ``timeout`` seconds (None: not seen in time, e.g. an E2 deduplication writes nothing)."""
-        source = f"{partition}:{offset}"
-        known = self.outcomes.get(source)
-        if known is not None:
-            return known
-        waiter: asyncio.Future[RecordOutcome] = asyncio.get_running_loop().create_future()
-        self._outcome_waiters.setdefault(source, []).append(waiter)
-        try:
-            return await asyncio.wait_for(waiter, timeout)
-        except TimeoutError:
-            return None
-        finally:
-            waiters = self._outcome_waiters.get(source)
-            if waiters is not None and waiter in waiters:
-                waiters.remove(waiter)
-                if not waiters:
-                    del self._outcome_waiters[source]
+        return await self.outcomes.wait(f"{partition}:{offset}", timeout)

@@ -16,8 +16,8 @@ acknowledged (so the changelog may lag the log, never lead it).
 
 After a commit, ``settle`` keeps the plan (``OwnedPartition.install``) or drops the partition
 (fenced: another member owns it; failed: it is taken again). A partition that failed
-``ISOLATE_AFTER_FAILURES`` times in a row is decided one record per transaction
-(``process_isolated``), so one record the broker will not take cannot stall it.
+``validator_process.ISOLATE_AFTER_FAILURES`` times in a row is decided one record per
+transaction (``process_isolated``), so one record the broker will not take cannot stall it.
 
 Its functions take the loop, whose state they read and set. It imports ``app.core``, the
 shared shell modules and its sibling modules of the validator (``validator_cache``,

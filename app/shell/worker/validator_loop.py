@@ -9,11 +9,12 @@ Kafka transaction must span the log append, the dead letter and the admission of
 batch it fetches, calls ``app.core.validator_batch.plan_batch`` once, writes what that returns
 and commits; every decision (which records, what goes where, which offset) is the core's.
 
-This module holds the loop's state, its lifecycle, the rebalance listener, the fetch and the
-I/O methods (the only places that make Kafka clients; the shell tests replace them). The rest
-is in sibling modules whose functions take the loop: ``validator_take`` (fence a partition's
-previous owner, restore its state, install it), ``validator_commit`` (write and commit a
-batch's plans, keep or drop each partition), ``validator_cache`` (run states out of memory),
+This module holds the loop's state, its lifecycle, the rebalance listener, the loop itself and
+the I/O methods (the only places that make Kafka clients; the shell tests replace them). The
+rest is in sibling modules whose functions take the loop: ``validator_process`` (gather a
+batch, have the core plan it), ``validator_take`` (fence a partition's previous owner, restore
+its state, install it), ``validator_commit`` (write and commit a batch's plans, keep or drop
+each partition), ``validator_cache`` (run states out of memory),
 ``validator_metrics`` (what it reports), over the values of ``validator_partition`` and the
 exception classifiers of ``validator_faults``. It imports ``app.core``, the shared shell
 modules and ``app.shell.worker``.
@@ -35,17 +36,16 @@ from aiokafka.abc import ConsumerRebalanceListener
 from app.core.host_commands import ForkSource
 from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
-from app.core.validator import SourceRecord
-from app.core.validator_batch import Refetch, Topics, fork_events, fork_sources
+from app.core.validator_batch import Topics, fork_events
 from app.shell.worker import validator_metrics
 from app.shell.worker.assignor import WarmAssignor, strategies
 from app.shell.worker.kafka_io import group_consumer, read_range, read_tail, read_topic, until_done
 from app.shell.worker.metrics import Metrics
 from app.shell.worker.ownership import NO_OWNERSHIP, generation_of
-from app.shell.worker.validator_cache import plan_loaded
-from app.shell.worker.validator_commit import commit, flush_idle, process_isolated, settle
+from app.shell.worker.validator_commit import flush_idle
 from app.shell.worker.validator_config import ValidatorConfig
 from app.shell.worker.validator_partition import Flush, OwnedPartition
+from app.shell.worker.validator_process import gather_batch, process_batch
 from app.shell.worker.validator_store import ValidatorStore
 from app.shell.worker.validator_take import take
 
@@ -53,9 +53,6 @@ __all__ = ["ValidatorLoop"]
 
 log = logging.getLogger("a2ui_stream.validator")
 
-# Failed commits in a row after which a partition is decided one record per transaction
-# (``validator_commit.process_isolated``).
-ISOLATE_AFTER_FAILURES = 3
 # How long a restore waits for the transactions pending on its log and dead-letter partitions
 # to complete (their markers); past it, it reads what is visible, as before. The previous
 # owner's open transaction is aborted by our producer's start, so this waits only for markers
@@ -379,14 +376,14 @@ class ValidatorLoop:
         self.ready.set()
         while not stopping.is_set():
             gathered = self.generation
-            batch = await self._gather_batch()
+            batch = await gather_batch(self)
             if not batch:
                 async with self.lock:
                     await self._flush_idle()
                 continue
             async with self.lock:
                 try:
-                    await self._process(batch, gathered)
+                    await process_batch(self, batch, gathered)
                 except Exception as exc:
                     # Every expected failure is handled per partition; this is the net under a
                     # bug or a client surprise: a crash would leave every partition undecided.
@@ -397,77 +394,6 @@ class ValidatorLoop:
                     for tp in batch:
                         if tp.partition in self.partitions:
                             self.drop(tp.partition, 0.0)
-
-    async def _gather_batch(self) -> dict[TopicPartition, list[Any]]:
-        """Up to ``max_batch`` records, collected for at most ``batch_ms``. One round of
-        transactions (or one produce-then-commit round trip) per batch: the round trip, not the
-        CPU, bounds a small batch, so batches are as large as the latency budget allows."""
-        assert self.consumer is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.batch_ms / 1000
-        batch: dict[TopicPartition, list[Any]] = {}
-        count = 0
-        while count < self.config.max_batch:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            got = await self.consumer.getmany(
-                timeout_ms=max(1, int(remaining * 1000)),
-                max_records=self.config.max_batch - count,
-            )
-            if not got:
-                break
-            for tp, records in got.items():
-                batch.setdefault(tp, []).extend(records)
-                count += len(records)
-        return batch
-
-    async def _process(self, fetched: dict[TopicPartition, list[Any]], gathered: int) -> None:
-        """One batch: the core plans it, the plans are written and committed. Call with the
-        lock held."""
-        batch = {
-            tp.partition: [
-                SourceRecord(
-                    tp.topic, tp.partition, r.offset, r.key, r.value, tuple(r.headers or ())
-                )
-                for r in records
-            ]
-            for tp, records in fetched.items()
-        }
-        isolated = {
-            p: records
-            for p, records in batch.items()
-            if self.failures.get(p, 0) >= ISOLATE_AFTER_FAILURES and p in self.partitions
-        }
-        sources = {s: await self.read_source(s) for s in fork_sources(batch, self.topics.max_bytes)}
-        decided = {p: records for p, records in batch.items() if p not in isolated}
-        planned = plan_loaded(
-            self,
-            decided,
-            self.partitions,
-            sources.get,
-            gathered=gathered,
-            generation=self.generation,
-        )
-        if isinstance(planned, Refetch):
-            # A rebalance ran while this batch was gathered: the listener runs beside getmany,
-            # so the batch may hold records fetched before a restore moved the positions, and
-            # again after it (found by CI: test_crash_safety_under_sigkill decided such records
-            # twice). Fetch it again.
-            log.info("validator: dropping a batch gathered across a rebalance")
-            assert self.consumer is not None
-            for partition, position in planned.positions.items():
-                self.consumer.seek(self.tp(partition), position)
-            return
-        results = await commit(self, planned)
-        self.batches += 1
-        self.commits += len(planned)
-        for plan, failure in zip(planned, results, strict=True):
-            settle(self, plan, failure)
-        for partition, records in isolated.items():
-            await process_isolated(self, partition, records, sources)
-
-    # -- what it reports (app.shell.worker.validator_metrics) ---------------------------------
 
     def lag(self) -> dict[int, int]:
         """Records not yet processed, per owned and restored admission partition."""
