@@ -17,6 +17,9 @@ The BASELINE, over the same updates in the same run: a plain aiokafka consumer t
 topic (read_committed, as the worker's run index does), its receipt minus the same timestamp:
 the floor that SSE adds its hop to. A first phase with one (full) subscriber shows what fan-out
 costs. Printed, never asserted.
+
+The subscribers, the log tail and the published surfaces are in ``bench_sse_clients``; this
+module runs the phases and the command.
 """
 
 from __future__ import annotations
@@ -32,138 +35,34 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
-from aiokafka import AIOKafkaConsumer
 
-from app.core.keys import run_of_log_key, sequence_of_log_key
 from app.core.wire_ids import project_run_id
-from app.devtools.bench_output import emit, pct
+from app.devtools.bench_output import emit
 from app.devtools.bench_pipeline import produce, profiled, worker_env
-from app.devtools.bench_projection import v1_component
+from app.devtools.bench_sse_clients import (
+    LogTail,
+    Subscriber,
+    admission_records,
+    bytes_per_subscriber,
+    delays_ms,
+    percentiles,
+    spreads_ms,
+    surfaces,
+)
 from app.shell.cli.broker import start_broker
 from app.shell.settings import load_settings
-from app.shell.worker.kafka_io import partitions_of
 from app.shell.worker.topics_admin import desired_for, ensure_topics
 
 __all__ = ["Subscriber", "delays_ms", "register", "spreads_ms", "surfaces", "table"]
 
+
 TOKEN = "bench-" + uuid.uuid4().hex
-NOW = "2026-01-01T00:00:00Z"
-
-
-def surfaces(components: int, events: int) -> list[dict[str, Any]]:
-    """A full v1 payload, then ``events`` payloads that each change one text component."""
-    items = [v1_component(i) for i in range(components)]
-    texts = [i for i, c in enumerate(items) if c["component"] == "text"]
-    out = [items]
-    for n in range(events):
-        k, changed = texts[n % len(texts)], list(out[-1])
-        changed[k] = {**changed[k], "text": f"Update {n}"}
-        out.append(changed)
-    return [
-        {"catalogVersion": "0.9.1", "surface": {"title": "Bench", "components": c}} for c in out
-    ]
-
-
-def _records(run_id: str, payloads: list[dict[str, Any]]) -> list[tuple[bytes, bytes]]:
-    """Admission records ``{runId, envelope}``: schemaVersion-1 ``ui.a2ui-surface`` envelopes."""
-    out, nonce = [], uuid.uuid4().hex[:8]
-    for n, payload in enumerate(payloads):
-        ids = {"envelopeId": f"env-sse-{nonce}-{n}", "correlationId": f"corr-sse-{nonce}-{n}"}
-        envelope = {"type": "ui.a2ui-surface", "schemaVersion": 1, **ids, "payload": payload}
-        envelope["meta"] = {"source": "ai-generation", "ts": NOW}
-        out.append((run_id.encode(), orjson.dumps({"runId": run_id, "envelope": envelope})))
-    return out
-
-
-@dataclass
-class Subscriber:
-    """One SSE connection's accounting: per event id, (receipt time in s, bytes of the frame)."""
-
-    delta: bool
-    received: dict[int, tuple[float, int]] = field(default_factory=dict)
-    status: int | None = None
-    last: int = -1
-    _buffer: bytes = b""
-
-    def feed(self, chunk: bytes, now: float) -> None:
-        """Account a chunk read at ``now``: a frame is received when its blank line arrives."""
-        *frames, self._buffer = (self._buffer + chunk).split(b"\n\n")
-        for frame in frames:
-            if frame.startswith(b"id: "):  # not a keep-alive comment
-                self.last = int(frame[4 : frame.index(b"\n")])
-                self.received[self.last] = (now, len(frame) + 2)
-
-
-def delays_ms(subs: list[Subscriber], appended_ms: dict[int, int]) -> list[float]:
-    """Receipt minus append, in ms, for every (subscriber, expected event) pair received."""
-    return [
-        sub.received[seq][0] * 1000 - stamp
-        for sub in subs
-        for seq, stamp in appended_ms.items()
-        if seq in sub.received
-    ]
-
-
-def spreads_ms(subs: list[Subscriber], seqs: list[int]) -> list[float]:
-    """Per event: the last subscriber's receipt minus the first's (the fan-out's own span)."""
-    out = []
-    for seq in seqs:
-        times = [s.received[seq][0] for s in subs if seq in s.received]
-        if times:
-            out.append((max(times) - min(times)) * 1000)
-    return out
-
-
-def _bytes_per_sub(subs: list[Subscriber], seqs: list[int]) -> float:
-    totals = [sum(s.received[q][1] for q in seqs if q in s.received) for s in subs]
-    return sum(totals) / max(1, len(totals))
-
-
-def _pcts(name: str, values: list[float]) -> dict[str, float | None]:
-    return {
-        f"{name}_ms_p50": pct(values, 0.5) if values else None,
-        f"{name}_ms_p99": pct(values, 0.99) if values else None,
-    }
-
-
-class LogTail:
-    """The baseline: a plain aiokafka consumer of the log topic from its end (read_committed);
-    ``seen[(run, seq)] = (receipt s, append ms)``."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
-        self.seen: dict[tuple[str, int], tuple[float, int]] = {}
-
-    async def run(self, started: asyncio.Event, stop: asyncio.Event) -> None:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, isolation_level="read_committed"
-        )
-        await consumer.start()
-        try:
-            tps = await partitions_of(consumer, self.topic)
-            consumer.assign(tps)
-            await consumer.seek_to_end(*tps)
-            for tp in tps:  # resolve the lazy seek before anything is published
-                await consumer.position(tp)
-            started.set()
-            while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=100)
-                now = time.time()
-                for records in batch.values():
-                    for r in records:
-                        key = (run_of_log_key(r.key), sequence_of_log_key(r.key))
-                        self.seen[key] = (now, r.timestamp)
-        finally:
-            await consumer.stop()
-
-    def of(self, run_id: str) -> dict[int, tuple[float, int]]:
-        return {seq: v for (run, seq), v in self.seen.items() if run == run_id}
 
 
 @dataclass
@@ -223,7 +122,7 @@ async def _phase(
 ) -> dict[str, Any]:
     """One run: a full surface, ``count`` subscribers from just after it, the updates."""
     run_id = f"bench-sse-{count}-{uuid.uuid4().hex[:8]}"
-    records = _records(run_id, payloads)
+    records = admission_records(run_id, payloads)
     await produce(bench.bootstrap, bench.admission, records[:1])
 
     async def indexed() -> int | None:
@@ -233,13 +132,7 @@ async def _phase(
     first = await bench.until("the first surface in the run index", indexed, 60) - 1
     target = (first, first + len(records) - 1)  # (Last-Event-ID, the last update's sequence)
     url = f"{bench.base}/v1/runs/{project_run_id(run_id)}/events"
-    subs = [Subscriber(delta=count > 1 and i % 2 == 1) for i in range(count)]
-    gate = asyncio.Semaphore(50)
-    query = {True: "?a2uiDelta=1", False: ""}
-    tasks = [
-        asyncio.create_task(_listen(bench, url + query[s.delta], s, target, gate)) for s in subs
-    ]
-
+    subs, tasks = _subscribe(bench, url, count, target)
     before = await bench.streams_gauge()
     pairs = list(zip(subs, tasks, strict=True))
     await bench.until("connections", lambda: all(s.status or t.done() for s, t in pairs), 120)
@@ -255,23 +148,50 @@ async def _phase(
     await asyncio.gather(*tasks, sampling, return_exceptions=True)
     wall, worker_cpu = time.monotonic() - cpu[0], _cpu_seconds(bench.worker.pid) - cpu[1]
     seen = {q: v for q, v in bench.tail.of(run_id).items() if q > first}
+    shares = (wall, worker_cpu, cpu[2])
+    return _phase_figures(count, subs, seen, (before, max(gauge)), shares)
+
+
+def _subscribe(
+    bench: _Bench, url: str, count: int, target: tuple[int, int]
+) -> tuple[list[Subscriber], list[asyncio.Task[None]]]:
+    """``count`` subscribers (every other one delta, beyond the first), each listening."""
+    subs = [Subscriber(delta=count > 1 and i % 2 == 1) for i in range(count)]
+    gate = asyncio.Semaphore(50)
+    query = {True: "?a2uiDelta=1", False: ""}
+    tasks = [
+        asyncio.create_task(_listen(bench, url + query[s.delta], s, target, gate)) for s in subs
+    ]
+    return subs, tasks
+
+
+def _phase_figures(
+    count: int,
+    subs: list[Subscriber],
+    seen: dict[int, tuple[float, int]],
+    gauges: tuple[int, int],
+    shares: tuple[float, float, float],
+) -> dict[str, Any]:
+    """A phase's figures: delays against the baseline, bytes, spreads, the streams gauge
+    (before, peak) and the CPU shares (wall, the worker's CPU, this process's at the start)."""
+    wall, worker_cpu, own_cpu_start = shares
     stamps = {q: stamp for q, (_, stamp) in seen.items()}
     seqs = sorted(stamps)
     deltas, fulls = [s for s in subs if s.delta], [s for s in subs if not s.delta]
     return {
         "subscribers": count,
         "events": len(seqs),
-        **_pcts("sse", delays_ms(subs, stamps)),
-        **_pcts("delta", delays_ms(deltas, stamps)),
-        **_pcts("full", delays_ms(fulls, stamps)),
-        **_pcts("baseline", [at * 1000 - stamp for at, stamp in seen.values()]),
-        "bytes_per_subscriber_delta": _bytes_per_sub(deltas, seqs),
-        "bytes_per_subscriber_full": _bytes_per_sub(fulls, seqs),
-        **_pcts("spread", spreads_ms(subs, seqs)),
-        "sse_streams_gauge_before": before,
-        "sse_streams_gauge_peak": max(gauge),
+        **percentiles("sse", delays_ms(subs, stamps)),
+        **percentiles("delta", delays_ms(deltas, stamps)),
+        **percentiles("full", delays_ms(fulls, stamps)),
+        **percentiles("baseline", [at * 1000 - stamp for at, stamp in seen.values()]),
+        "bytes_per_subscriber_delta": bytes_per_subscriber(deltas, seqs),
+        "bytes_per_subscriber_full": bytes_per_subscriber(fulls, seqs),
+        **percentiles("spread", spreads_ms(subs, seqs)),
+        "sse_streams_gauge_before": gauges[0],
+        "sse_streams_gauge_peak": gauges[1],
         "cpu_share_worker": worker_cpu / wall,
-        "cpu_share_subscribers": (time.process_time() - cpu[2]) / wall,
+        "cpu_share_subscribers": (time.process_time() - own_cpu_start) / wall,
         "subscribers_refused": sum(1 for s in subs if s.status != 200),
         "subscribers_missing_events": sum(1 for s in subs if not set(seqs) <= s.received.keys()),
     }
@@ -317,6 +237,25 @@ async def _phases(bench: _Bench, plan: tuple[int, list[dict[str, Any]], float]) 
     }
 
 
+def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """The ``a2ui-stream worker`` under test (validator role), its output in ``log_path``."""
+    with open(log_path, "wb") as log_file:
+        return subprocess.Popen(
+            profiled(["-m", "app.shell.cli", "worker"], "sse-worker"),
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _stop_worker(worker: subprocess.Popen[bytes]) -> None:
+    worker.terminate()
+    try:
+        worker.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+
+
 async def measure(subscribers: int, events: int, rate: float, components: int) -> dict[str, Any]:
     token = uuid.uuid4().hex[:8]
     settings = replace(load_settings(), topic_prefix=f"benchsse{token}.", app_id=f"sse-{token}")
@@ -333,13 +272,7 @@ async def measure(subscribers: int, events: int, rate: float, components: int) -
                 "A2UI_STREAM_HTTP_TOKENS": TOKEN,
             }
             log_path = Path(tmp) / "worker.log"
-            with open(log_path, "wb") as log_file:
-                worker = subprocess.Popen(
-                    profiled(["-m", "app.shell.cli", "worker"], "sse-worker"),
-                    env=env,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                )
+            worker = _start_worker(env, log_path)
             try:
                 connector = aiohttp.TCPConnector(limit=0)
                 timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
@@ -352,11 +285,7 @@ async def measure(subscribers: int, events: int, rate: float, components: int) -
                     )
                     figures = await _phases(bench, plan)
             finally:
-                worker.terminate()
-                try:
-                    worker.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
+                _stop_worker(worker)
     finally:
         broker.stop()
     return {

@@ -276,6 +276,29 @@ def _table(result: dict[str, Any]) -> str:
         f"soak: {runs} scenario runs ({passes}) in {result['minutes']} min, "
         f"{result['size']:,} records per scenario run, {result['broker']}, {result['machine']}"
     )
+    rows, skipped = _rows(result)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [head]
+    for r in rows:
+        cells = [f"{r[0]:<{widths[0]}}"] + [
+            f"{c:>{w}}" for c, w in zip(r[1:], widths[1:], strict=True)
+        ]
+        lines.append("  " + "  ".join(cells))
+    lines += skipped
+    faults = Counter[str]()
+    for row in result["scenarios"].values():
+        faults.update(row["faults"])
+    lines.append("  faults injected: " + ", ".join(f"{k} x{v}" for k, v in faults.items()))
+    lines += _fuzz_lines(result["fuzz"])
+    verdict = "OK: nothing lost, duplicated, mis-ordered or diverged; no crash"
+    lines.append("  " + (verdict if result["ok"] else "FAILED (see the problems above)"))
+    if result.get("logs"):
+        lines.append(f"  worker logs: {result['logs']}")
+    return "\n".join(lines)
+
+
+def _rows(result: dict[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The table's rows (a header, one per scenario, the total) and the skipped scenarios."""
     columns = ("runs", "failed", "faults", *COUNTS)
     rows: list[tuple[str, ...]] = [("scenario", *columns)]
     skipped: list[str] = []
@@ -297,29 +320,17 @@ def _table(result: dict[str, Any]) -> str:
             *counts,
         )
     )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(columns) + 1)]
-    lines = [head]
-    for r in rows:
-        cells = [f"{r[0]:<{widths[0]}}"] + [
-            f"{c:>{w}}" for c, w in zip(r[1:], widths[1:], strict=True)
-        ]
-        lines.append("  " + "  ".join(cells))
-    lines += skipped
-    faults = Counter[str]()
-    for row in result["scenarios"].values():
-        faults.update(row["faults"])
-    lines.append("  faults injected: " + ", ".join(f"{k} x{v}" for k, v in faults.items()))
-    fuzz = result["fuzz"]
-    lines.append(
+    return rows, skipped
+
+
+def _fuzz_lines(fuzz: dict[str, Any]) -> list[str]:
+    """The fuzzing's line, and where its output is when it failed."""
+    lines = [
         f"  fuzzing: {fuzz['status']} ({fuzz.get('examples', 0):,} cases per test"
         + (f", {fuzz['seconds']}s: {fuzz['summary']}" if "seconds" in fuzz else "")
         + ")"
-    )
+    ]
     if fuzz.get("output"):
         failed = ", ".join(fuzz.get("failed_tests", ())) or "see the output"
         lines.append(f"  fuzzing failed: {failed}; pytest's output: {fuzz['output']}")
-    verdict = "OK: nothing lost, duplicated, mis-ordered or diverged; no crash"
-    lines.append("  " + (verdict if result["ok"] else "FAILED (see the problems above)"))
-    if result.get("logs"):
-        lines.append(f"  worker logs: {result['logs']}")
-    return "\n".join(lines)
+    return lines

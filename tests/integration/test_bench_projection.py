@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.broker]
 
 
 async def test_fanout_produced_sends_one_frame_per_subscriber(broker: Broker) -> None:
-    changes = bench._changes(
+    changes = bench.surface_changes(
         bench.v2_events(4, PayloadRules.from_documents(load_schema_documents()))
     )
     rows = await bench.fanout_on(broker.bootstrap, changes)
@@ -29,4 +29,4 @@ async def test_fanout_produced_sends_one_frame_per_subscriber(broker: Broker) ->
         assert r["send_p50_us"] > 0 and r["plan_p50_us"] > 0 and r["acked_p50_ms"] > 0
         assert r["per_subscriber_us"] >= r["send_per_subscriber_us"]
     result = {**bench.measure(3), "fanout_produced": rows, "broker": description}
-    assert "one awaited send_frame per frame" in bench._table(result)
+    assert "one awaited send_frame per frame" in bench.table(result)

@@ -26,20 +26,20 @@ def test_bench_projection_table_has_the_load_average() -> None:
     result = bench.measure(3)  # no produce: no broker
     assert "fanout_produced" not in result
     assert len(result["load_average"]["start"]) == len(result["load_average"]["end"]) == 3
-    assert "load average (1, 5, 15 min)" in bench._table(result)
+    assert "load average (1, 5, 15 min)" in bench.table(result)
 
 
 def test_bench_projection_parts_on_small_inputs() -> None:
     rules = PayloadRules.from_documents(load_schema_documents())
-    v2 = bench._changes(bench.v2_events(12, rules))
-    v1 = bench._changes(bench.v1_events(12, rules))
+    v2 = bench.surface_changes(bench.v2_events(12, rules))
+    v1 = bench.surface_changes(bench.v1_events(12, rules))
     for changes in (v2, v1):
         figures = bench.measure_bytes(changes)
         assert figures["updates"] == 12 and figures["delta_frames"] == 12
         assert figures["delta_stream_bytes"] < figures["full_stream_bytes"]
     pairs = [(c.old.content, c.new.content) for c in v1 if c.old is not None]
     pairs += bench.random_pairs(200)
-    bad = bench._invalid(pairs, verified_diff, jsonpatch)
+    bad = bench.invalid_patches(pairs, verified_diff, jsonpatch)
     assert bad == {"jsonpatch_apply": 0, "ours_apply": 0, "unverified": 0}
     rows = bench.measure_fanout(v2)
     assert {(r["subscribers"], r["mode"]) for r in rows} == {

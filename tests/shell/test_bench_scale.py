@@ -19,6 +19,7 @@ from app.core.payload_rules import PayloadRules
 from app.core.policy import HostPolicy
 from app.core.run_state import RunState
 from app.devtools import bench_scale as bench
+from app.devtools.bench_scale.workers import by_partition, decided_count
 from app.shell.schema_files import load_schema_documents
 from app.shell.worker.faust_loops import state_metrics
 
@@ -126,8 +127,8 @@ def test_the_metrics_it_reads() -> None:
         ]
     )
     metrics = bench.parse_metrics(text)
-    assert bench._decided(metrics) == 100
-    assert bench._by_partition(metrics, "a2ui_validator_run_states") == {0: 7.0, 4: 2.0}
+    assert decided_count(metrics) == 100
+    assert by_partition(metrics, "a2ui_validator_run_states") == {0: 7.0, 4: 2.0}
     assert metrics["a2ui_http_runs"] == 12
 
 
@@ -136,7 +137,7 @@ def test_the_state_gauges_count_what_each_loop_holds() -> None:
     projector = SimpleNamespace(held=3)  # surfaces in its cache
     lines = state_metrics(validator, projector, frozenset({"validator", "projector"}))  # type: ignore[arg-type]
     metrics = bench.parse_metrics("\n".join(lines))
-    assert bench._by_partition(metrics, "a2ui_validator_run_states") == {1: 0.0, 3: 2.0}
+    assert by_partition(metrics, "a2ui_validator_run_states") == {1: 0.0, 3: 2.0}
     assert metrics["a2ui_projector_surfaces"] == 3
     only = state_metrics(validator, projector, frozenset({"projector"}))  # type: ignore[arg-type]
     assert not any("a2ui_validator_run_states{" in line for line in only)

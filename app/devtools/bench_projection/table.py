@@ -1,0 +1,104 @@
+"""The projection bench's table for people: bytes, diff, fan-out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.core.frames import DEFAULT_FULL_EVERY
+from app.devtools.bench_output import load_text
+from app.devtools.bench_projection.inputs import TARGET_BYTES_RATIO, TARGET_SPEEDUP
+
+__all__ = ["table"]
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = _bytes_lines(result) + _diff_lines(result) + _fanout_lines(result)
+    return "\n".join(lines)
+
+
+def _bytes_lines(result: dict[str, Any]) -> list[str]:
+    """(a): the bytes to a delta against a full subscriber, with and without digest checks."""
+    lines = [
+        f"projection (Python {result['python']}, {result['machine']})",
+        load_text(result["load_average"]),
+        "",
+        f"bytes to a delta vs a full subscriber (target delta <= {TARGET_BYTES_RATIO:.0%} of full;"
+        " checks: deltas that carry a digest, every fullEvery-th)",
+    ]
+    head = (
+        f"{'surface':<8} {'fullEvery':>14} {'updates':>8} {'full bytes':>12} {'delta bytes':>12} "
+        f"{'ratio':>8} {'deltas':>7} {'checks':>7} {'fulls':>6} {'bytes/delta':>12}"
+    )
+    lines += [head, "-" * len(head)]
+    rows = [(n, b) for n, b in result["bytes"].items()]
+    rows += [(n, b) for n, b in result["bytes_deltas_only"].items()]
+    for name, b in rows:
+        mark = "" if b["meets_target"] else "  (above target)"
+        every = "never" if b["full_every"] > b["updates"] else str(b["full_every"])
+        if b["full_every"] == DEFAULT_FULL_EVERY:
+            every += " (default)"
+        lines.append(
+            f"{name:<8} {every:>14} {b['updates']:>8} {b['full_stream_bytes']:>12} "
+            f"{b['delta_stream_bytes']:>12} {b['ratio']:>8.2%} {b['delta_frames']:>7} "
+            f"{b['digest_checks']:>7} "
+            f"{b['full_frames_to_delta_subscriber']:>6} {b['delta_frame_bytes_mean']:>12.1f}{mark}"
+        )
+    return lines
+
+
+def _diff_lines(result: dict[str, Any]) -> list[str]:
+    """(b): the verified delta against ``jsonpatch.make_patch``, time and invalid patches."""
+    lines: list[str] = []
+    lines += [
+        "",
+        f"verified delta vs jsonpatch.make_patch, CPU µs per pair (target >= {TARGET_SPEEDUP:.0f}x;"
+        " wall: the speedup by wall-clock time)",
+        "invalid = patches that do not turn old into new, applied by jsonpatch / by ours",
+    ]
+    head = (
+        f"{'pairs':<48} {'ours':>7} {'jsonpatch':>10} {'speedup':>8} {'wall':>7} "
+        f"{'ours invalid':>13} {'jsonpatch invalid':>18}"
+    )
+    lines += [head, "-" * len(head)]
+    for d in result["diff"]:
+        ours, theirs = d["invalid_ours"], d["invalid_jsonpatch"]
+        mark = {True: "", False: "  (below target)", None: "  (validity set)"}[d["meets_target"]]
+        mine = f"{ours['jsonpatch_apply']}/{ours['ours_apply']}"
+        other = f"{theirs['jsonpatch_apply']}/{theirs['ours_apply']}"
+        lines.append(
+            f"{d['pairs']:<48} {d['ours_us_per_pair']:>7.1f} {d['jsonpatch_us_per_pair']:>10.1f} "
+            f"{str(d['speedup']) + 'x':>8} {str(d['wall_speedup']) + 'x':>7} "
+            f"{mine:>13} {other:>18}  of {d['count']}{mark}"
+        )
+    return lines
+
+
+def _fanout_lines(result: dict[str, Any]) -> list[str]:
+    """(c): the fan-out of one update, sent (when measured) and planned only."""
+    lines: list[str] = []
+    if "fanout_produced" in result:
+        lines += [
+            "",
+            "fan-out of one update as the projector sends it: plan + encode, then one awaited "
+            f"send_frame per frame ({result['broker']}), µs; acked: until every frame is",
+        ]
+        head = (
+            f"{'subscribers':>11} {'mode':>6} {'topics':>6} {'plan':>9} {'send':>9} "
+            f"{'per subscriber':>15} {'send/sub':>9} {'acked ms':>9}"
+        )
+        lines += [head, "-" * len(head)]
+        for f in result["fanout_produced"]:
+            lines.append(
+                f"{f['subscribers']:>11} {f['mode']:>6} {f['topics']:>6} {f['plan_p50_us']:>9.1f} "
+                f"{f['send_p50_us']:>9.1f} {f['per_subscriber_us']:>15.3f} "
+                f"{f['send_per_subscriber_us']:>9.3f} {f['acked_p50_ms']:>9.2f}"
+            )
+    lines += ["", "fan-out of one update, plan + encode only (no produce), µs"]
+    head = f"{'subscribers':>11} {'mode':>6} {'p50':>10} {'per subscriber':>15} {'frame bytes':>12}"
+    lines += [head, "-" * len(head)]
+    for f in result["fanout"]:
+        lines.append(
+            f"{f['subscribers']:>11} {f['mode']:>6} {f['p50_us']:>10.1f} "
+            f"{f['per_subscriber_us']:>15.3f} {f['bytes_per_frame']:>12}"
+        )
+    return lines
