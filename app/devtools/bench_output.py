@@ -19,7 +19,15 @@ from typing import Any
 import orjson
 from aiokafka.admin import AIOKafkaAdminClient
 
-__all__ = ["baseline_missing", "delete_topics", "emit", "load_average", "load_text", "pct"]
+__all__ = [
+    "baseline_missing",
+    "delete_topics",
+    "emit",
+    "load_average",
+    "load_text",
+    "pct",
+    "process_cpu_seconds",
+]
 
 
 def baseline_missing(bench: str, modules: Sequence[str], what: str) -> bool:
@@ -53,6 +61,26 @@ def load_average() -> list[float]:
             return [float(x) for x in f.read().split()[:3]]
     except OSError:
         return [round(x, 2) for x in os.getloadavg()]
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """The CPU seconds (user + system) process ``pid`` has used so far; None once it is gone.
+
+    To the nanosecond where Linux keeps per-thread run times (the sum of
+    ``/proc/PID/task/*/schedstat``), otherwise ``/proc/PID/stat``'s utime + stime in clock
+    ticks (10 ms each: a short pass of a fast process could use less than one, and read as
+    0; CI's bench pipeline pass-through did). Threads that have exited no longer count in the
+    first: our processes' threads (asyncio's executor) live as long as the process."""
+    task = Path(f"/proc/{pid}/task")
+    try:
+        return sum(int((t / "schedstat").read_text().split()[0]) for t in task.iterdir()) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load_text(load: dict[str, list[float]]) -> str:

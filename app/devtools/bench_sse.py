@@ -43,7 +43,7 @@ import aiohttp
 import orjson
 
 from app.core.wire_ids import project_run_id
-from app.devtools.bench_output import emit
+from app.devtools.bench_output import emit, process_cpu_seconds
 from app.devtools.bench_pipeline import produce, profiled, worker_env
 from app.devtools.bench_sse_clients import (
     LogTail,
@@ -198,12 +198,9 @@ def _phase_figures(
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (Linux /proc; NaN elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The worker's CPU seconds so far (NaN once it is gone)."""
+    used = process_cpu_seconds(pid)
+    return float("nan") if used is None else used
 
 
 async def _sample(bench: _Bench, gauge: list[int]) -> None:

@@ -5,7 +5,6 @@ when they are quiet, and the latency phase at a steady rate.
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -15,9 +14,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
-from app.devtools.bench_output import (
-    pct,
-)
+from app.devtools.bench_output import pct, process_cpu_seconds
 from app.devtools.bench_pipeline.procs import OutcomeWatcher, Processes
 from app.devtools.bench_pipeline.records import Options, bench_records
 
@@ -84,18 +81,9 @@ QUIET_CORES = 0.15  # the processes' CPU, together, below which they count as qu
 QUIET_TIMEOUT = 120.0
 
 
-def _cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` (0 once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def processes_cpu(procs: Processes) -> float:
     """The CPU seconds (user + system) the processes of ``procs`` have used so far."""
-    return sum(_cpu_seconds(proc.pid) for proc, _ in procs.procs)
+    return sum(process_cpu_seconds(proc.pid) or 0.0 for proc, _ in procs.procs)
 
 
 async def until_quiet(procs: Processes, window: float = 1.0) -> tuple[float | None, float | None]:

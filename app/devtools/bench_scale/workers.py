@@ -5,7 +5,6 @@ its /metrics parsed, its RSS slope, the machine's memory, its data directory's s
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import statistics
 import subprocess
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.devtools.bench_output import process_cpu_seconds
 from app.shell.errors import OperatorError
 
 __all__ = [
@@ -164,11 +164,8 @@ class Worker:
         return 0
 
     def cpu_seconds(self) -> float:
-        stat = self._proc_file("stat")
-        if not stat:
-            return 0.0
-        fields = stat.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        assert self.proc is not None
+        return process_cpu_seconds(self.proc.pid) or 0.0
 
 
 def say(message: str) -> None:
