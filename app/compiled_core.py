@@ -4,7 +4,7 @@ the processes whose entry point asks for them.
 ``scripts/compile_core.py`` (run by ``make install``) builds the admission hot path of
 ``app/core`` with mypyc into extension modules in ``app/core/mypyc-build/`` and records the
 sha256 of each source in ``app/core/compiled.json``. They are not beside the sources, so a
-plain ``import app.core.admission`` always loads the source and does no I/O of its own
+plain ``import app.core.admission.decision`` always loads the source and does no I/O of its own
 (tests/core/test_purity.py). An entry point (the ``a2ui-stream`` command, the test suite's
 conftest, the measuring scripts) calls ``install()`` first, before anything imports the core,
 and it decides once per process:

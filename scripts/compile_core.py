@@ -30,21 +30,21 @@ BUILD = CORE / "mypyc-build"  # app.compiled_core.BUILD_DIR
 # The decision's hot path (bench admission) and the validator's step around it (intake, the
 # admission order, the batch plan). payload_rules is mostly jsonschema_rs already.
 MODULES = (
-    "admission",
-    "children",
-    "cross_field",
-    "fold",
-    "intake",
-    "limits",
-    "pmap",
-    "pointer",
-    "policy",
-    "redaction",
-    "refusal",
-    "rules",
-    "run_state",
-    "validator",
-    "validator_batch",
+    "admission.decision",
+    "admission.children",
+    "admission.cross_field",
+    "admission.fold",
+    "admission.intake",
+    "admission.limits",
+    "runlog.pmap",
+    "common.pointer",
+    "admission.policy",
+    "admission.redaction",
+    "admission.refusal",
+    "admission.rules",
+    "runlog.run_state",
+    "admission.validator",
+    "admission.validator_batch",
 )
 STAMP = CORE / "compiled.json"
 

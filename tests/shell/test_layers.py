@@ -230,7 +230,7 @@ BAD = [
     ("app.shell.http.streams", "def f():\n    import app.devtools.bench_sse\n", "(devtools)"),
     ("app.shell.cli.runtime", "from app.devtools import fault_kit\n", "module level"),
     ("app.shell.settings", "from app.shell.worker.kafka_io import read_topic\n", "(worker)"),
-    ("app.core.fold", "from app.devtools.bench_output import emit\n", "(devtools)"),
+    ("app.core.admission.fold", "from app.devtools.bench_output import emit\n", "(devtools)"),
     ("app.shell.cli.ops", "from app.shell.cli.broker import _free_port\n", "private _free_port"),
     ("app.shell.worker.run_index", "from . import _helpers\n", "private _helpers"),
     ("app.shell.worker.validator_loop", "class C:\n    from app.shell import http\n", "(http)"),
