@@ -69,4 +69,4 @@ kafka-jars: ## resolve Apache Kafka's jars from Maven Central into the cache (ne
 
 clean: ## remove the venv and caches (not the Kafka jar cache)
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache app/viewer_dist viewer/node_modules
-	rm -f app/core/*.so $(CORE_STAMP)
+	rm -rf app/core/*.so app/core/*/*.so app/core/mypyc-build $(CORE_STAMP)
