@@ -124,8 +124,11 @@ def used_constants(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "app.core.admission.rules":
             by_alias.update({a.asname or a.name: a.name for a in node.names})
-        elif isinstance(node, ast.ImportFrom) and node.module == "app.core":
-            modules.update(a.asname or a.name for a in node.names if a.name == "rules")
+        elif isinstance(node, ast.ImportFrom):  # ``from app.core.admission import rules``
+            named = [
+                a for a in node.names if f"{node.module}.{a.name}" == "app.core.admission.rules"
+            ]
+            modules.update(a.asname or a.name for a in named)
     used: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in by_alias:
@@ -227,19 +230,22 @@ def test_rules_unknown_code_or_id_is_a_programming_error() -> None:
 
 # Registered rules applied outside the decision of one admission record, with the reason.
 OUTSIDE_THE_ORDER = {
-    rules.RECORD_WRITE.id: "the broker would not take an outcome (app.core.admission.validator_batch)",
+    rules.RECORD_WRITE.id: (
+        "the broker would not take an outcome (app.core.admission.validator_batch)"
+    ),
     rules.ACTION_SHAPE.id: "an action checked at HTTP before its command is sent",
     rules.COMPONENT_BUTTON.id: "an action checked at HTTP before its command is sent",
     rules.CONTEXT_PATH.id: "an action checked at HTTP before its command is sent",
 }
 
-# The modules the decision of one record runs (validate and what it calls).
+# The modules the decision of one record runs (validate and what it calls), all of the
+# admission room.
 ADMISSION_PATH = [
-    APP / "core" / f"{name}.py"
+    APP / "core" / "admission" / f"{name}.py"
     for name in (
         "intake",
         "validator",
-        "admission",
+        "decision",
         "host_commands",
         "identifiers",
         "payload_rules",

@@ -52,7 +52,7 @@ def test_without_compiled_modules_the_core_is_the_sources(tmp_path: Path) -> Non
     for built in (root / "app" / "core").rglob("*.so"):
         built.unlink()
     build, module = _probe(root)
-    assert build == "source" and module.endswith("admission.py")
+    assert build == "source" and module.endswith("admission/decision.py")
 
 
 @pytest.mark.skipif(not COMPILED, reason="the core is not compiled here (make compile)")
@@ -62,15 +62,15 @@ def test_compiled_modules_are_used_only_while_their_sources_are_unchanged(tmp_pa
     assert build == "compiled" and module.endswith(".so")
     # A2UI_STREAM_CORE=source forces the sources.
     build, module = _probe(root, A2UI_STREAM_CORE="source")
-    assert build == "source" and module.endswith("admission.py")
+    assert build == "source" and module.endswith("admission/decision.py")
     # Any edit to any compiled source: ALL of them come from source (they call each other
     # natively, so a mix would run old code).
     fold = root / "app" / "core" / "admission" / "fold.py"
     fold.write_text(fold.read_text() + "\n# edited\n")
     build, module = _probe(root)
-    assert build == "source" and module.endswith("admission.py")
+    assert build == "source" and module.endswith("admission/decision.py")
     recorded = json.loads((root / "app" / "core" / "compiled.json").read_text())
-    assert "fold" in recorded and "admission" in recorded
+    assert "admission.fold" in recorded and "admission.decision" in recorded
 
 
 _DECIDE_ALL = """
@@ -206,12 +206,12 @@ def test_a_plain_import_and_a_late_install_use_the_sources() -> None:
         text=True,
         check=True,
     )
-    assert done.stdout.split()[1].endswith("admission.py")
+    assert done.stdout.split()[1].endswith("admission/decision.py")
     done = subprocess.run(
         [sys.executable, "-c", _IMPORT_FIRST], cwd=REPO, capture_output=True, text=True, check=True
     )
     build, module = done.stdout.split()
-    assert build == "source" and module.endswith("admission.py")
+    assert build == "source" and module.endswith("admission/decision.py")
 
 
 _CLI = """
