@@ -116,8 +116,7 @@ class ValidatorLoop:
         self.transactional = False
         self.ready = asyncio.Event()
         # Bumped by every assignment, revocation and install (each moves fetch positions): a
-        # batch gathered across one is dropped and fetched again
-        # (app.core.admission.validator_batch).
+        # batch gathered across one is fetched again (app.core.admission.validator_batch).
         self.generation = 0
         # partitions being taken (producer started, state restored) in the background
         self.taking: dict[TopicPartition, asyncio.Task[None]] = {}
