@@ -36,9 +36,10 @@ viewer: ## build the live surface viewer (npm ci && npm run build in viewer/)
 # mypyc or a C compiler the pure-Python modules are used. app/compiled_core.py ignores the
 # compiled modules as soon as any of their sources changes (until this runs again).
 CORE_STAMP := app/core/compiled.json
-CORE_SOURCES := $(addprefix app/core/,admission.py children.py cross_field.py fold.py intake.py \
-	limits.py pmap.py pointer.py policy.py redaction.py refusal.py rules.py run_state.py validator.py \
-	validator_batch.py)
+CORE_SOURCES := $(addprefix app/core/,admission/decision.py admission/children.py \
+	admission/cross_field.py admission/fold.py admission/intake.py admission/limits.py runlog/pmap.py \
+	common/pointer.py admission/policy.py admission/redaction.py admission/refusal.py \
+	admission/rules.py runlog/run_state.py admission/validator.py admission/validator_batch.py)
 
 $(CORE_STAMP): $(CORE_SOURCES) scripts/compile_core.py $(VENV)/.installed
 	$(VENV)/bin/python scripts/compile_core.py
@@ -68,4 +69,4 @@ kafka-jars: ## resolve Apache Kafka's jars from Maven Central into the cache (ne
 
 clean: ## remove the venv and caches (not the Kafka jar cache)
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache app/viewer_dist viewer/node_modules
-	rm -f app/core/*.so $(CORE_STAMP)
+	rm -rf app/core/*.so app/core/*/*.so app/core/mypyc-build $(CORE_STAMP)

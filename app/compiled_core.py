@@ -2,12 +2,12 @@
 the processes whose entry point asks for them.
 
 ``scripts/compile_core.py`` (run by ``make install``) builds the admission hot path of
-``app/core`` with mypyc into extension modules in ``app/core/mypyc-build/`` and records the
-sha256 of each source in ``app/core/compiled.json``. They are not beside the sources, so a
-plain ``import app.core.admission`` always loads the source and does no I/O of its own
-(tests/core/test_purity.py). An entry point (the ``a2ui-stream`` command, the test suite's
-conftest, the measuring scripts) calls ``install()`` first, before anything imports the core,
-and it decides once per process:
+``app/core`` with mypyc into extension modules in ``app/core/mypyc-build/`` (one folder per
+room, as the sources are) and records the sha256 of each source in ``app/core/compiled.json``.
+They are not beside the sources, so a plain ``import app.core.admission.decision`` always loads
+the source and does no I/O of its own (tests/core/test_purity.py). An entry point (the
+``a2ui-stream`` command, the test suite's conftest, the measuring scripts) calls ``install()``
+first, before anything imports the core, and it decides once per process:
 
 - every recorded source unchanged, every extension present: a finder on ``sys.meta_path``
   loads the compiled modules (and mypyc's shared runtime library, which is in the same
@@ -54,16 +54,24 @@ class _CoreFinder:
 
 
 def _extension(module: str) -> Path | None:
+    """The extension of a module named under app.core (``admission.fold``), if built."""
+    *room, name = module.split(".")
     for suffix in EXTENSION_SUFFIXES:
-        candidate = BUILD_DIR / f"{module}{suffix}"
+        candidate = BUILD_DIR.joinpath(*room, f"{name}{suffix}")
         if candidate.exists():
             return candidate
     return None
 
 
+def _name(extension: Path) -> str:
+    """The module name under app.core of a built extension (``admission/fold.*.so``)."""
+    relative = extension.relative_to(BUILD_DIR)
+    return ".".join([*relative.parent.parts, relative.name.split(".")[0]])
+
+
 def _unchanged(recorded: dict[str, str]) -> bool:
     for module, sha in recorded.items():
-        source = _CORE / f"{module}.py"
+        source = _CORE.joinpath(*module.split(".")).with_suffix(".py")
         if _extension(module) is None or not source.exists():
             return False
         if hashlib.sha256(source.read_bytes()).hexdigest() != sha:
@@ -92,19 +100,19 @@ def install() -> str:
 def _decide() -> str:
     if os.environ.get("A2UI_STREAM_CORE", "") == "source" or not BUILD_DIR.is_dir():
         return "source"
-    extensions = [p for p in BUILD_DIR.iterdir() if p.suffix == ".so"]
+    extensions = [p for p in BUILD_DIR.rglob("*.so")]
     try:
         recorded: dict[str, str] = json.loads(_STAMP.read_text())
     except (OSError, ValueError):
         return "source"
-    compiled_names = {p.name.split(".")[0] for p in extensions if "__mypyc" not in p.name}
+    compiled_names = {_name(p) for p in extensions if "__mypyc" not in p.name}
     if not recorded or set(recorded) != compiled_names or not _unchanged(recorded):
         return "source"
     if any(f"app.core.{name}" in sys.modules for name in recorded):
         return "source"  # too late: a compiled module would call into a source one
     modules: dict[str, Path] = {}
     for path in extensions:  # the runtime library keeps its top-level name
-        name = path.name.split(".")[0]
+        name = _name(path)
         modules[name if "__mypyc" in name else f"app.core.{name}"] = path
     sys.meta_path.insert(0, _CoreFinder(modules))
     return "compiled"

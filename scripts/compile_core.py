@@ -4,12 +4,12 @@
     python scripts/compile_core.py --remove  # delete them: the pure-Python modules are used
 
 The modules stay plain Python: the compiled ones are the same sources, built by mypyc (part of
-mypy, in the dev extra) with the C compiler into ``app/core/mypyc-build/*.so`` (not beside
+mypy, in the dev extra) with the C compiler into ``app/core/mypyc-build/<room>/*.so`` (not beside
 them: a plain import always finds the source), plus ``app/core/compiled.json`` recording the
-sha256 of each source it was built from. An entry point that calls
-``app.compiled_core.install()`` loads the compiled modules only while every recorded hash still
-matches its source; after any edit it loads all of them from source until this script runs
-again.
+sha256 of each source it was built from, by module name under ``app.core`` (``admission.fold``).
+An entry point that calls ``app.compiled_core.install()`` loads the compiled modules only while
+every recorded hash still matches its source; after any edit it loads all of them from source
+until this script runs again.
 Without mypyc or a C compiler it says so and leaves the pure-Python core in place (exit 0).
 """
 
@@ -28,42 +28,50 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "app" / "core"
 BUILD = CORE / "mypyc-build"  # app.compiled_core.BUILD_DIR
 # The decision's hot path (bench admission) and the validator's step around it (intake, the
-# admission order, the batch plan). payload_rules is mostly jsonschema_rs already.
+# admission order, the batch plan). payload_rules is mostly jsonschema_rs already. Each name is
+# the module's under app.core (its room and module: app/core/admission/fold.py is admission.fold).
 MODULES = (
-    "admission",
-    "children",
-    "cross_field",
-    "fold",
-    "intake",
-    "limits",
-    "pmap",
-    "pointer",
-    "policy",
-    "redaction",
-    "refusal",
-    "rules",
-    "run_state",
-    "validator",
-    "validator_batch",
+    "admission.decision",
+    "admission.children",
+    "admission.cross_field",
+    "admission.fold",
+    "admission.intake",
+    "admission.limits",
+    "runlog.pmap",
+    "common.pointer",
+    "admission.policy",
+    "admission.redaction",
+    "admission.refusal",
+    "admission.rules",
+    "runlog.run_state",
+    "admission.validator",
+    "admission.validator_batch",
 )
 STAMP = CORE / "compiled.json"
 
 
+def source(module: str) -> Path:
+    """The source of a module named under app.core (``admission.fold``)."""
+    return CORE.joinpath(*module.split(".")).with_suffix(".py")
+
+
 def built_files() -> list[Path]:
     # (and the builds of before mypyc-build/: beside the sources, a plain import would load them)
-    found = [p for p in CORE.glob("*.so") if p.name.split(".")[0] in MODULES]
-    found += list(CORE.glob("*__mypyc*.so")) + list(ROOT.glob("*__mypyc*.so"))
-    return found + (list(BUILD.glob("*.so")) if BUILD.is_dir() else [])
+    found = [p for p in CORE.rglob("*.so") if BUILD not in p.parents]
+    found += list(ROOT.glob("*__mypyc*.so"))
+    return found + (list(BUILD.rglob("*.so")) if BUILD.is_dir() else [])
 
 
 def remove() -> None:
     for path in built_files():
         path.unlink()
+    if BUILD.is_dir():
+        shutil.rmtree(BUILD)
     STAMP.unlink(missing_ok=True)
 
 
 def digest(module: str) -> str:
-    return hashlib.sha256((CORE / f"{module}.py").read_bytes()).hexdigest()
+    return hashlib.sha256(source(module).read_bytes()).hexdigest()
 
 
 def compile_core() -> int:
@@ -78,7 +86,7 @@ def compile_core() -> int:
         remove()
         return 0
     remove()
-    sources = [str(Path("app") / "core" / f"{m}.py") for m in MODULES]
+    sources = [str(source(m).relative_to(ROOT)) for m in MODULES]
     with tempfile.TemporaryDirectory(prefix="a2ui-mypyc-") as build:
         # Build in a copy of the package: mypyc writes C sources and a build/ tree where it
         # runs, and setuptools there must not read this project's pyproject.toml.
@@ -99,8 +107,10 @@ def compile_core() -> int:
         done = subprocess.run(command, cwd=tree, capture_output=True, text=True)
         if done.returncode == 0:
             BUILD.mkdir(exist_ok=True)
-            for built in (tree / "app" / "core").glob("*.so"):
-                shutil.copy2(built, BUILD / built.name)
+            built_core = tree / "app" / "core"
+            for built in built_core.rglob("*.so"):  # app/core/<room>/<module>.*.so
+                (BUILD / built.relative_to(built_core)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(built, BUILD / built.relative_to(built_core))
             # mypyc's shared runtime library lands at the root of the tree: keep it beside the
             # modules, where app/compiled_core.py finds it (the root is not on sys.path)
             for lib in tree.glob("*__mypyc*.so"):

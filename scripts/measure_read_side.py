@@ -31,7 +31,7 @@ from app.compiled_core import install  # noqa: E402
 
 install()  # an entry point: the compiled core, as the worker uses it, before app.core is imported
 
-from app.core.keys import log_key  # noqa: E402
+from app.core.runlog.keys import log_key  # noqa: E402
 
 
 def _rss_kb() -> int:

@@ -28,7 +28,7 @@ from app.compiled_core import install
 
 install()  # an entry point: the compiled core, as the worker uses it, before app.core is imported
 
-from app.core.policy import HostPolicy
+from app.core.admission.policy import HostPolicy
 from app.devtools.fault_kit import (
     RULES,
     WorkerProcess,

@@ -37,11 +37,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.compiled_core import core_build
-from app.core.admission import Admitted, decide
-from app.core.policy import HostPolicy
-from app.core.refusal import Violation
-from app.core.rules import BRANCH, ENVELOPE_SHAPE, Rule, refuse
-from app.core.run_state import RunState
+from app.core.admission.decision import Admitted, decide
+from app.core.admission.policy import HostPolicy
+from app.core.admission.refusal import Violation
+from app.core.admission.rules import BRANCH, ENVELOPE_SHAPE, Rule, refuse
+from app.core.runlog.run_state import RunState
 from app.devtools.bench_admission_inputs import (
     LARGE_RUN,
     NOW,
@@ -187,7 +187,7 @@ def _interleaved(
 
 
 def measure(iterations: int) -> dict[str, Any]:
-    from app.core.payload_rules import PayloadRules
+    from app.core.admission.payload_rules import PayloadRules
     from app.shell.schema_files import load_schema_documents
 
     documents = load_schema_documents()

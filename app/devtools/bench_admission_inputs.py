@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 
-from app.core.admission import Admitted, decide
-from app.core.examples import rfc0209_positive_payload
-from app.core.policy import HostPolicy
-from app.core.run_state import RunState
+from app.core.admission.decision import Admitted, decide
+from app.core.admission.policy import HostPolicy
+from app.core.common.examples import rfc0209_positive_payload
+from app.core.runlog.run_state import RunState
 
 __all__ = [
     "BASIC",

@@ -42,7 +42,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from app.core.wire_ids import project_run_id
+from app.core.http.wire_ids import project_run_id
 from app.devtools.bench_output import emit, process_cpu_seconds
 from app.devtools.bench_pipeline import produce, profiled, worker_env
 from app.devtools.bench_sse_clients import (

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer
 
-from app.core.keys import run_of_log_key, sequence_of_log_key
+from app.core.runlog.keys import run_of_log_key, sequence_of_log_key
 from app.devtools.bench_output import pct
 from app.devtools.bench_projection import v1_component
 from app.shell.worker.kafka_io import partitions_of

@@ -5,8 +5,8 @@ Shell module (it reads topics). "Published" is what the admission topic holds, r
 the scenario: a producer that retried after a broker outage may have put a record there twice,
 and that is a second publication the pipeline must answer, not an error of the pipeline.
 
-The oracle is the pure core itself: ``app.core.validator.validate`` (exactly what the worker
-calls) over the admission records in partition order, one state per run, with the worker's
+The oracle is the pure core itself: ``app.core.admission.validator.validate`` (exactly what the
+worker calls) over the admission records in partition order, one state per run, with the worker's
 policy. It gives the one correct outcome of every admission record (by its partition and
 offset), so every log event and dead letter, which name their source record in the
 ``a2ui-source`` header, can be matched to it, whatever crashed in between:
@@ -38,14 +38,21 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer
 
-from app.core.patch import json_equal
-from app.core.payload_rules import PayloadRules
-from app.core.policy import HostPolicy
-from app.core.run_state import RunState
-from app.core.subscriber import SubscriberView
-from app.core.surfaces import Projection, replay
-from app.core.validator import Append, AppendMany, Duplicate, Reject, SourceRecord, validate
-from app.core.validator_batch import source_of
+from app.core.admission.payload_rules import PayloadRules
+from app.core.admission.policy import HostPolicy
+from app.core.admission.validator import (
+    Append,
+    AppendMany,
+    Duplicate,
+    Reject,
+    SourceRecord,
+    validate,
+)
+from app.core.admission.validator_batch import source_of
+from app.core.projection.patch import json_equal
+from app.core.projection.subscriber import SubscriberView
+from app.core.projection.surfaces import Projection, replay
+from app.core.runlog.run_state import RunState
 from app.shell.worker.kafka_io import partitions_of, read_topic
 
 __all__ = [

@@ -11,10 +11,10 @@ from typing import Any
 
 import orjson
 
-from app.core.admission import Admitted, Deduplicated, decide
-from app.core.payload_rules import PayloadRules
-from app.core.policy import HostPolicy
-from app.core.run_state import RunState
+from app.core.admission.decision import Admitted, Deduplicated, decide
+from app.core.admission.payload_rules import PayloadRules
+from app.core.admission.policy import HostPolicy
+from app.core.runlog.run_state import RunState
 from app.shell.schema_files import load_schema_documents
 
 __all__ = [

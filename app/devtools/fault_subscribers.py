@@ -3,9 +3,9 @@ dozens or hundreds of them; one aiokafka consumer and producer pair each would m
 client library, not the projector).
 
 Shell module. Each subscriber is what ``app.shell.cli.subscriber_client.SubscriberClient`` is: a
-registration, its own topic, a ``SubscriberView`` folded by ``app.core.subscriber.receive``
-(the same fail-closed core), and a resync request on any frame that does not apply. Only the
-transport is shared.
+registration, its own topic, a ``SubscriberView`` folded by
+``app.core.projection.subscriber.receive`` (the same fail-closed core), and a resync request on any
+frame that does not apply. Only the transport is shared.
 
 ``SseReader`` is the other kind of reader: one HTTP client of one run's SSE stream that behaves
 as a browser's ``EventSource`` does (the ``id`` field sets its last event ID; when a stream ends
@@ -27,11 +27,11 @@ import aiohttp
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from app.core.subscriber import Delivered, ResyncNeeded, SubscriberView, receive
-from app.core.subscriptions import Subscription, encode_subscription
-from app.core.surfaces import Projection
-from app.core.topic_plan import subscriber_topic
-from app.core.wire_ids import project_run_id
+from app.core.http.wire_ids import project_run_id
+from app.core.projection.subscriber import Delivered, ResyncNeeded, SubscriberView, receive
+from app.core.projection.subscriptions import Subscription, encode_subscription
+from app.core.projection.surfaces import Projection
+from app.core.runlog.topic_plan import subscriber_topic
 from app.devtools.fault_accounting import compare_surfaces
 from app.devtools.fault_kit import RULES, topic_names
 from app.shell.settings import Settings

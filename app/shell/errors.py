@@ -1,6 +1,6 @@
 """The shell's exception tree: one root, and the type says whose fault it is (STYLE rule 4).
 
-Refusals of producer input are values (``app.core.refusal.Violation``), never exceptions.
+Refusals of producer input are values (``app.core.admission.refusal.Violation``), never exceptions.
 
 ``explain`` and ``report`` are how the CLI ends on any error (issue 19 item 2): one or two
 lines that say what is wrong and what to do, exit status 2 for the operator's configuration or

@@ -1,5 +1,5 @@
 """The deployment's gateway key: what the HTTP gateway seals host commands with and the
-validator verifies (app.core.command_seal; issue 14 item 5).
+validator verifies (app.core.admission.command_seal; issue 14 item 5).
 
 Shell module (environment and a file). ``A2UI_STREAM_GATEWAY_KEY`` is the key when set (32
 characters or more, the same on every worker of a deployment). Unset, the worker keeps a key in

@@ -3,7 +3,7 @@
 Shell module. A value that reaches a log line from the wire (a runId, a surfaceId, a Kafka
 key) could carry a newline or another control character and write a line of its own into
 the worker's log ("...\\nINFO validator: all good"). Admission refuses runIds outside the id
-grammar (app.core.identifiers), but a log line may name a value before it was judged, and
+grammar (app.core.admission.identifiers), but a log line may name a value before it was judged, and
 libraries log too. So every string argument of every log record is escaped once, at the
 record factory: control characters (C0, DEL, C1, and the Unicode line and paragraph
 separators) become their ``\\x..`` / ``\\u....`` escapes; everything else is left as it was.

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.core.command_seal import MIN_KEY_BYTES
-from app.core.http_guard import is_loopback_bind
-from app.core.limits import DEPTH_CEILING, DEPTH_FLOOR, Limits
-from app.core.ownership import advertised_url_problem
+from app.core.admission.command_seal import MIN_KEY_BYTES
+from app.core.admission.limits import DEPTH_CEILING, DEPTH_FLOOR, Limits
+from app.core.http.guard import is_loopback_bind
+from app.core.runlog.ownership import advertised_url_problem
 from app.shell.errors import OperatorError
 from app.shell.settings_table import VARIABLES
 

@@ -8,11 +8,11 @@ import itertools
 from functools import lru_cache
 from typing import Any
 
-from app.core.admission import Admitted, Outcome, decide
-from app.core.examples import rfc0209_positive_payload
-from app.core.payload_rules import PayloadRules
-from app.core.policy import HostPolicy
-from app.core.run_state import RunState
+from app.core.admission.decision import Admitted, Outcome, decide
+from app.core.admission.payload_rules import PayloadRules
+from app.core.admission.policy import HostPolicy
+from app.core.common.examples import rfc0209_positive_payload
+from app.core.runlog.run_state import RunState
 from app.shell.schema_files import load_schema_documents
 
 BASIC = "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json"

@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from app.core.admission import Admitted, Deduplicated, Refused, decide, event_id_for
-from app.core.policy import HostPolicy
-from app.core.refusal import CODES, HTTP_STATUS
-from app.core.run_state import RunState
+from app.core.admission.decision import Admitted, Deduplicated, Refused, decide, event_id_for
+from app.core.admission.policy import HostPolicy
+from app.core.admission.refusal import CODES, HTTP_STATUS
+from app.core.runlog.run_state import RunState
 from tests.core.admission_support import (
     BASIC,
     NOW,
@@ -169,8 +169,8 @@ def test_admission_a2_surface_id_equality_then_success_proves_nothing_recorded()
 def test_admission_a2_catalog_equality_rule_when_branch_admits_both() -> None:
     """The schema pins catalogId to one value today, so catalog-equality is reached only when the
     branch admits both ids; check the rule directly with the cross-field function."""
-    from app.core.cross_field import check_cross_field
-    from app.core.fold import kinds_of
+    from app.core.admission.cross_field import check_cross_field
+    from app.core.admission.fold import kinds_of
 
     payload = v2("s", create_msg("s"))
     payload["catalogId"] = "urn:other"
@@ -204,7 +204,7 @@ def test_admission_c11_recorded_payload_is_byte_equal_with_key_order() -> None:
 def test_admission_c11_update_then_fork_prefix_carries_the_payload() -> None:
     from functools import reduce
 
-    from app.core.fold import apply
+    from app.core.admission.fold import apply
 
     host = Host()
     first = host.emit(envelope(copy.deepcopy(POSITIVE)))
@@ -478,7 +478,7 @@ def test_admission_policy_rejects_kinds_it_cannot_validate() -> None:
 
 
 def test_admission_encode_event_bytes_and_depth_limit() -> None:
-    from app.core.admission import encode_event
+    from app.core.admission.decision import encode_event
 
     env = envelope(copy.deepcopy(POSITIVE))
     outcome = decide(record(env), None, WARN, rules(), now=NOW)
@@ -491,7 +491,8 @@ def test_admission_encode_event_bytes_and_depth_limit() -> None:
         deep = [deep]
     sid = "s-deep"
     deep_env = envelope(v2(sid, create_msg(sid), data_msg(sid, path="/d", value=deep)))
-    # The schema leaves updateDataModel.value open; the limits step bounds it (app.core.limits).
+    # The schema leaves updateDataModel.value open; the limits step bounds it
+    # (app.core.admission.limits).
     limited = decide(record(deep_env), None, WARN, rules(), now=NOW)
     assert isinstance(limited, Refused)
     assert (limited.violation.code, limited.violation.rule) == ("record_limit_exceeded", "depth")

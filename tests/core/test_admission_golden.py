@@ -1,5 +1,5 @@
-"""Golden outputs of ``app.core.validator.validate`` for every rule of the admission order that
-is decided around the envelope steps (intake, the run, the record's shape, the host commands
+"""Golden outputs of ``app.core.admission.validator.validate`` for every rule of the admission order
+that is decided around the envelope steps (intake, the run, the record's shape, the host commands
 and their dispatch by type, the terminal run, the encoding), and for each outcome kind.
 
 The golden file (tests/core/golden/admission_outputs.json) holds the complete output of each
@@ -21,15 +21,22 @@ from typing import Any
 import orjson
 import pytest
 
-from app.core import validator
-from app.core.command_seal import HEADER, seal
-from app.core.host_commands import ForkSource
-from app.core.keys import partition_for_run
-from app.core.policy import HostPolicy
-from app.core.refusal import Violation
-from app.core.rules import Rule
-from app.core.run_state import RunState
-from app.core.validator import Append, AppendMany, Duplicate, Reject, SourceRecord, validate
+from app.core.admission import validator
+from app.core.admission.command_seal import HEADER, seal
+from app.core.admission.host_commands import ForkSource
+from app.core.admission.policy import HostPolicy
+from app.core.admission.refusal import Violation
+from app.core.admission.rules import Rule
+from app.core.admission.validator import (
+    Append,
+    AppendMany,
+    Duplicate,
+    Reject,
+    SourceRecord,
+    validate,
+)
+from app.core.runlog.keys import partition_for_run
+from app.core.runlog.run_state import RunState
 from tests.core.admission_support import BASIC, rules
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "admission_outputs.json"

@@ -17,11 +17,11 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.core.admission import Admitted, Deduplicated, Refused, decide
-from app.core.fold import apply
-from app.core.policy import HostPolicy
-from app.core.refusal import CODES
-from app.core.run_state import RunState, dump, load
+from app.core.admission.decision import Admitted, Deduplicated, Refused, decide
+from app.core.admission.fold import apply
+from app.core.admission.policy import HostPolicy
+from app.core.admission.refusal import CODES
+from app.core.runlog.run_state import RunState, dump, load
 from tests.core.admission_support import (
     NOW,
     POSITIVE,

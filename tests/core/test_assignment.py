@@ -1,12 +1,12 @@
-"""The group assignment (app/core/assignment.py): balanced, complete, warm where it can be, and
-the same whatever member ids the broker handed out."""
+"""The group assignment (app/core/runlog/assignment.py): balanced, complete, warm where it can be,
+and the same whatever member ids the broker handed out."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.core.assignment import Member, assign, decode_member, encode_member
+from app.core.runlog.assignment import Member, assign, decode_member, encode_member
 
 
 def _m(worker: str, *warm: int) -> Member:

@@ -298,7 +298,7 @@ def test_bench_admission_inputs_are_admitted_by_both_rule_sets() -> None:
     """The bench measures admissions: its inputs must be admitted by ours and by the baseline
     (``_cases`` raises otherwise). No timing is asserted."""
     pytest.importorskip("jsonschema")
-    from app.core.payload_rules import PayloadRules
+    from app.core.admission.payload_rules import PayloadRules
     from app.shell.schema_files import load_schema_documents
 
     documents = load_schema_documents()
@@ -385,7 +385,7 @@ def test_bench_admission_table_prints_every_figure_with_target_and_ratio() -> No
     assert "(above target)" not in lines[4]
 
 
-# -- check runs the worker's intake on each record's bytes (app.core.intake) -------------------
+# -- check runs the worker's intake on each record's bytes (app.core.admission.intake) -------------
 
 
 def test_check_command_refuses_ambiguous_json_as_the_worker_does(

@@ -1,5 +1,5 @@
-"""The children graph across a surface's envelopes (app/core/children.py): cycles refused with
-the pointer of the edge that closes them, against a plain reference (a whole-graph walk)."""
+"""The children graph across a surface's envelopes (app/core/admission/children.py): cycles refused
+with the pointer of the edge that closes them, against a plain reference (a whole-graph walk)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.children import NO_CHILDREN, Graph, fold_children
-from app.core.fold import kinds_of
+from app.core.admission.children import NO_CHILDREN, Graph, fold_children
+from app.core.admission.fold import kinds_of
 
 M = "/envelope/payload/messages"
 

@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.cross_field import check_cross_field, kinds_and_cross_field
-from app.core.examples import BASIC_CATALOG
-from app.core.fold import kinds_of
+from app.core.admission.cross_field import check_cross_field, kinds_and_cross_field
+from app.core.admission.fold import kinds_of
+from app.core.common.examples import BASIC_CATALOG
 
 _KINDS = ("createSurface", "updateComponents", "updateDataModel", "deleteSurface")
 _SIDS = st.sampled_from(["s", "t", "", 7, None])

@@ -1,4 +1,4 @@
-"""Discovery documents (app.core.discovery, openwop-a2ui.md §12, §13): the v1 and v2 documents
+"""Discovery documents (app.core.http.discovery, openwop-a2ui.md §12, §13): the v1 and v2 documents
 as golden values, the header choice, the config's refusals, and the v2 seats validated against
 the pinned upstream facet schemas (skipped when those are absent)."""
 
@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from app.core.discovery import (
+from app.core.admission.policy import SURFACE_VERSIONS, HostPolicy
+from app.core.http.discovery import (
     DiscoveryConfig,
     document_for,
     requested_major,
@@ -19,9 +20,8 @@ from app.core.discovery import (
     v1_document,
     v2_document,
 )
-from app.core.http_errors import HttpError
-from app.core.policy import SURFACE_VERSIONS, HostPolicy
-from app.core.run_list import ListQuery, parse_list_query
+from app.core.http.errors import HttpError
+from app.core.http.run_list import ListQuery, parse_list_query
 
 FACETS = (
     Path(__file__).resolve().parents[2].parent
@@ -64,7 +64,7 @@ def test_v1_document_golden() -> None:
         # floor 2: v1 surfaces are refused, so the delta transport cannot work (RFC 0209)
         "a2uiSurface": {"deltaTransport": False},
         "fixtures": ["conformance-approval"],
-        # floor 2: the v1 envelope accept seam is not served either (app.core.envelope_accept)
+        # floor 2: the v1 envelope accept seam is not served either (app.core.http.envelope_accept)
         "seams": ["/v1/host/sample/a2ui/emit-surface"],
     }
 

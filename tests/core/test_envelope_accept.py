@@ -1,4 +1,4 @@
-"""The v1 envelope accept seam's decisions (app.core.envelope_accept), from the suite's v1
+"""The v1 envelope accept seam's decisions (app.core.http.envelope_accept), from the suite's v1
 A2UI scenarios (a2ui-surface-degrades, a2ui-untrusted-blocks-approval, -version-refusal,
 -replay)."""
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from app.core.discovery import DiscoveryConfig, serves_envelope_accept, v1_document
-from app.core.envelope_accept import Admit, decide_accept, outcome_of
-from app.core.http_errors import HttpError
+from app.core.http.discovery import DiscoveryConfig, serves_envelope_accept, v1_document
+from app.core.http.envelope_accept import Admit, decide_accept, outcome_of
+from app.core.http.errors import HttpError
 
 SURFACE: dict[str, Any] = {
     "type": "ui.a2ui-surface",

@@ -32,9 +32,9 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from app.core.admission import Admitted, decide
-from app.core.cross_field import kinds_and_cross_field
-from app.core.fold import (
+from app.core.admission.cross_field import kinds_and_cross_field
+from app.core.admission.decision import Admitted, decide
+from app.core.admission.fold import (
     MESSAGE_KINDS,
     apply,
     apply_with,
@@ -48,14 +48,15 @@ from app.core.fold import (
     walk_kinds,
     walk_kinds_memoized,
 )
-from app.core.limits import (
+from app.core.admission.limits import (
     Limits,
     check_envelope,
     plainly_within,
     scan_open_value,
     walk_open_value,
 )
-from app.core.patch import (
+from app.core.admission.policy import HostPolicy
+from app.core.projection.patch import (
     equal_run,
     json_equal,
     json_equal_bytes_first,
@@ -63,8 +64,7 @@ from app.core.patch import (
     json_equal_reference,
     loosely_equal,
 )
-from app.core.policy import HostPolicy
-from app.core.run_state import EMPTY, Correlation, Recorded, RunState
+from app.core.runlog.run_state import EMPTY, Correlation, Recorded, RunState
 from tests.core.admission_support import (
     NOW,
     RUN,

@@ -7,10 +7,10 @@ import copy
 
 import pytest
 
-from app.core.admission import Admitted, Deduplicated, Refused
-from app.core.fold import ILLEGAL, TRANSITIONS, guard, kinds_of, message_kind
-from app.core.pmap import PMap
-from app.core.policy import HostPolicy
+from app.core.admission.decision import Admitted, Deduplicated, Refused
+from app.core.admission.fold import ILLEGAL, TRANSITIONS, guard, kinds_of, message_kind
+from app.core.admission.policy import HostPolicy
+from app.core.runlog.pmap import PMap
 from tests.core.admission_support import (
     V1_LATER,
     V1_SURFACE,

@@ -1,4 +1,4 @@
-"""One frame-reason vocabulary (app/core/frame_reasons.py) for both frame planners: every
+"""One frame-reason vocabulary (app/core/projection/frame_reasons.py) for both frame planners: every
 reason a planner can return is in the table with one meaning, in that planner's order, and
 named in its module docstring and in docs/projection.md."""
 
@@ -11,8 +11,8 @@ from types import ModuleType
 
 import pytest
 
-from app.core import frame_reasons, frames, sse_frames
-from app.core.frame_reasons import DELTA, DIGEST, FULL_REASONS, KAFKA_ORDER, MEANING
+from app.core.projection import frame_reasons, frames, sse_frames
+from app.core.projection.frame_reasons import DELTA, DIGEST, FULL_REASONS, KAFKA_ORDER, MEANING
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "projection.md"
 

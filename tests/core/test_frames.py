@@ -1,5 +1,5 @@
-"""Frame planning (app.core.frames): the full/delta rules of issue 5 §3 in order, the shared
-delta, RFC 0114's frame inside ours, SR-1 on patch values, taint on every frame, resync."""
+"""Frame planning (app.core.projection.frames): the full/delta rules of issue 5 §3 in order, the
+shared delta, RFC 0114's frame inside ours, SR-1 on patch values, taint on every frame, resync."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from app.core import frames
-from app.core.frames import (
+from app.core.admission.redaction import prepare as prepare_secrets
+from app.core.projection import frames
+from app.core.projection.frames import (
     DIGEST_PATTERN,
     MAX_RESYNCS,
     Recipient,
@@ -26,9 +27,8 @@ from app.core.frames import (
     rfc0114_frame,
     surface_digest,
 )
-from app.core.patch import json_equal
-from app.core.redaction import prepare as prepare_secrets
-from app.core.surfaces import Projection, SurfaceChange, project
+from app.core.projection.patch import json_equal
+from app.core.projection.surfaces import Projection, SurfaceChange, project
 from app.shell.schema_files import load_schema_documents
 from tests.core.projection_support import (
     FULL_SURFACE_V0,

@@ -4,7 +4,7 @@ Valid admission records (the RFC 0209 positive example, a v1 surface, a universa
 mutated the way a careless or hostile producer would: an excluded component swapped in, a
 property added or removed, a type changed, messages reordered or repeated, an obscured
 TextField, a functionCall action, a foreign catalogId, a cycle, long strings, deep values, broken
-bytes. Every one goes through ``app.core.validator.validate`` and:
+bytes. Every one goes through ``app.core.admission.validator.validate`` and:
 
 - nothing raises;
 - the outcome is an Append or a Reject whose dead letter has a registered code and matches
@@ -31,14 +31,14 @@ import orjson
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from app.core.admission import Admitted, decide
-from app.core.examples import BASIC_CATALOG
-from app.core.keys import partition_for_run
-from app.core.limits import Limits
-from app.core.policy import SURFACE_KIND, HostPolicy
-from app.core.refusal import CODES
-from app.core.run_state import RunState
-from app.core.validator import Append, Duplicate, Reject, SourceRecord, validate
+from app.core.admission.decision import Admitted, decide
+from app.core.admission.limits import Limits
+from app.core.admission.policy import SURFACE_KIND, HostPolicy
+from app.core.admission.refusal import CODES
+from app.core.admission.validator import Append, Duplicate, Reject, SourceRecord, validate
+from app.core.common.examples import BASIC_CATALOG
+from app.core.runlog.keys import partition_for_run
+from app.core.runlog.run_state import RunState
 from app.shell.schema_files import load_schema_documents
 from tests.core.admission_support import NOW, POSITIVE, RUN, V1_SURFACE, envelope, record, rules
 

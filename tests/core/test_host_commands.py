@@ -1,6 +1,6 @@
 """Host commands (run lifecycle, interrupts, actions, fork) decided by the validator, and the
 HTTP-side action check (issue 7; openwop-a2ui.md §7, §9). Everything goes through
-``app.core.validator.validate``, the function the worker calls per admission record."""
+``app.core.admission.validator.validate``, the function the worker calls per admission record."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from app.core.actions import check_action
-from app.core.command_seal import HEADER, seal
-from app.core.fold import apply
-from app.core.host_commands import ForkSource
-from app.core.keys import partition_for_run
-from app.core.policy import HostPolicy
-from app.core.run_state import RunState
-from app.core.surfaces import V1_SURFACE_ID, SurfaceKey, replay
-from app.core.validator import Append, AppendMany, Reject, SourceRecord, validate
+from app.core.admission.command_seal import HEADER, seal
+from app.core.admission.fold import apply
+from app.core.admission.host_commands import ForkSource
+from app.core.admission.policy import HostPolicy
+from app.core.admission.validator import Append, AppendMany, Reject, SourceRecord, validate
+from app.core.http.actions import check_action
+from app.core.projection.surfaces import V1_SURFACE_ID, SurfaceKey, replay
+from app.core.runlog.keys import partition_for_run
+from app.core.runlog.run_state import RunState
 from app.shell.schema_files import load_schema_documents
 from tests.core.admission_support import (
     NOW,
@@ -372,7 +372,8 @@ def test_check_action_on_a_partial_deleted_or_untrusted_surface() -> None:
     assert not isinstance(partial, dict) and partial.rule == "surface-final"
     assert not isinstance(deleted, dict) and deleted.code == "not_found"
     assert not isinstance(tainted, dict) and tainted.code == "forbidden"
-    # the rule the validator's re-check names (app.core.host_commands); before: surface-trust
+    # the rule the validator's re-check names
+    # (app.core.admission.host_commands); before: surface-trust
     assert tainted.rule == "untrusted-blocks-approval"
     assert check_action(None, submit).code == "not_found"  # type: ignore[union-attr]
 

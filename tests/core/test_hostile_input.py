@@ -1,8 +1,9 @@
 """Hostile and broken input (issue 8 §2): every one is a dead letter with a stable code, rule and
 JSON Pointer, ``validate`` never raises, and the next good record of the run is still admitted.
 
-The limits are app.core.limits (configurable, ``HostPolicy.limits``) and app.core.intake
-(fixed: size before parsing, duplicate member names, the integer range, the nesting ceiling).
+The limits are app.core.admission.limits (configurable, ``HostPolicy.limits``) and
+app.core.admission.intake (fixed: size before parsing, duplicate member names, the integer range,
+the nesting ceiling).
 """
 
 from __future__ import annotations
@@ -16,18 +17,18 @@ import jsonschema_rs
 import orjson
 import pytest
 
-from app.core import limits as limits_module
-from app.core.admission import Admitted, decide
-from app.core.fold import apply
-from app.core.keys import partition_for_run
-from app.core.limits import DEPTH_CEILING, Limits, first_deeper
-from app.core.patch import apply_patch, diff
-from app.core.pointer import syntax_error
-from app.core.policy import SURFACE_KIND, HostPolicy
-from app.core.refusal import CODES
-from app.core.run_state import RunState
-from app.core.surfaces import Projection, parse_data_path, project, replay
-from app.core.validator import Append, Reject, SourceRecord, validate
+from app.core.admission import limits as limits_module
+from app.core.admission.decision import Admitted, decide
+from app.core.admission.fold import apply
+from app.core.admission.limits import DEPTH_CEILING, Limits, first_deeper
+from app.core.admission.policy import SURFACE_KIND, HostPolicy
+from app.core.admission.refusal import CODES
+from app.core.admission.validator import Append, Reject, SourceRecord, validate
+from app.core.common.pointer import syntax_error
+from app.core.projection.patch import apply_patch, diff
+from app.core.projection.surfaces import Projection, parse_data_path, project, replay
+from app.core.runlog.keys import partition_for_run
+from app.core.runlog.run_state import RunState
 from app.shell.errors import OperatorError
 from app.shell.schema_files import load_schema_documents
 from app.shell.settings import load_settings
@@ -436,7 +437,7 @@ def _tree(*components: dict[str, Any]) -> bytes:
 
 
 # The component walk (chain depth) is off by default (docs/admission.md "Limits"); cycles are
-# refused whatever it says, across envelopes too (app.core.children).
+# refused whatever it says, across envelopes too (app.core.admission.children).
 WALK = HostPolicy(limits=Limits(max_children_depth=64))
 
 

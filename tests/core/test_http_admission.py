@@ -1,6 +1,6 @@
-"""HTTP admission decides the client's bytes (app.core.http_admission, app.core.intake.read_body;
-issue 14 item 8): every body goes through the Kafka path's intake with its codes, and an
-envelope travels into its admission record byte for byte."""
+"""HTTP admission decides the client's bytes (app.core.http.admission,
+app.core.admission.intake.read_body; issue 14 item 8): every body goes through the Kafka path's
+intake with its codes, and an envelope travels into its admission record byte for byte."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
-from app.core.http_admission import (
+from app.core.admission.intake import Intake, read_admission, read_body
+from app.core.admission.refusal import Violation
+from app.core.http.admission import (
     AdmissionRequest,
     body_too_large,
     command_request,
@@ -18,9 +20,7 @@ from app.core.http_admission import (
     read_json_body,
     v2_seam_request,
 )
-from app.core.http_errors import HttpError
-from app.core.intake import Intake, read_admission, read_body
-from app.core.refusal import Violation
+from app.core.http.errors import HttpError
 
 RUN = "acme/r-1"
 ENVELOPE = {

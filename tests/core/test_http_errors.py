@@ -1,6 +1,7 @@
-"""HTTP errors (app.core.http_errors): the code -> status table of openwop-a2ui.md §11, the
-closed error envelope, and the translation of every refusal code in app.core.refusal.CODES.
-Cross-checked against the pinned upstream error-envelope schemas when they are present."""
+"""HTTP errors (app.core.http.errors): the code -> status table of openwop-a2ui.md §11, the
+closed error envelope, and the translation of every refusal code in
+app.core.admission.refusal.CODES. Cross-checked against the pinned upstream error-envelope schemas
+when they are present."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from app.core import refusal
-from app.core.http_errors import (
+from app.core.admission import refusal
+from app.core.http.errors import (
     DEFAULT_STATUS,
     STATUS,
     UNREGISTERED,
@@ -27,7 +28,7 @@ V1_ENVELOPE = UPSTREAM / "schemas" / "error-envelope.schema.json"
 V2_ENVELOPE = UPSTREAM / "schemas" / "v2" / "error-envelope.schema.json"
 
 # §11, plus payload_too_large (the registered 413), unsupported_media_type (the registered
-# 415, app.core.http_guard) and the HTTP layer's own vendor codes.
+# 415, app.core.http.guard) and the HTTP layer's own vendor codes.
 EXPECTED_STATUS = {
     "envelope_invalid": 422,
     "unknown_schema_version": 422,

@@ -1,4 +1,4 @@
-"""Request guards (app.core.http_guard): the Host rule of the laptop mode (DNS rebinding), the
+"""Request guards (app.core.http.guard): the Host rule of the laptop mode (DNS rebinding), the
 Origin rule (cross-site requests), the JSON content type of mutating requests (CSRF) and the
 loopback bind rule, as tables (issue 14 item 4)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.http_errors import STATUS
-from app.core.http_guard import (
+from app.core.http.errors import STATUS
+from app.core.http.guard import (
     RequestHead,
     check_request,
     is_json_media_type,

@@ -1,4 +1,4 @@
-"""The run snapshot (app.core.http_snapshot): interrupts as the run's host events leave them,
+"""The run snapshot (app.core.http.snapshot): interrupts as the run's host events leave them,
 closed when the run ends (the suite's v2-interrupt-resolve-terminal: after cancel the snapshot
 lists no pending interrupt), and the fields the v1/v2 RunSnapshot schemas require, as
 openwop-client 2.7.0's runs_get reads them (issue 17)."""
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from openwop_client.client import _run_snapshot_from_dict
 
-from app.core.http_snapshot import EXTENSION, SNAPSHOT_EVENT_TYPES, interrupts_of, snapshot
+from app.core.http.snapshot import EXTENSION, SNAPSHOT_EVENT_TYPES, interrupts_of, snapshot
 
 
 def _event(event_type: str, node: str | None = None) -> dict[str, Any]:

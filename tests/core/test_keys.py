@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.core.keys import log_key, murmur2, partition_for_run, run_of_log_key, sequence_of_log_key
+from app.core.runlog.keys import (
+    log_key,
+    murmur2,
+    partition_for_run,
+    run_of_log_key,
+    sequence_of_log_key,
+)
 
 
 def test_murmur2_known_vectors() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.wire_ids import no_endpoint_message, split_run_path
+from app.core.http.wire_ids import no_endpoint_message, split_run_path
 
 
 @pytest.mark.parametrize(

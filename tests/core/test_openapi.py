@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document built from the route table (app.core.openapi): the document's
+"""The OpenAPI 3.1 document built from the route table (app.core.http.openapi): the document's
 shape (OpenAPI 3.1's required members, path templating, operations, responses, security), its
 schemas valid JSON Schema 2020-12 (OpenAPI 3.1's dialect), and exactly the served routes."""
 
@@ -9,8 +9,8 @@ import re
 import pytest
 from jsonschema import Draft202012Validator
 
-from app.core.openapi import document
-from app.core.routes import ROUTES, served
+from app.core.http.openapi import document
+from app.core.http.routes import ROUTES, served
 
 CONFIGS = [
     served(ROUTES, seams=False, envelope_accept=False),

@@ -1,4 +1,4 @@
-"""The pure part of the operators' commands (app/core/ops.py): tables of cases."""
+"""The pure part of the operators' commands (app/core/admission/ops.py): tables of cases."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.core.keys import log_key
-from app.core.ops import (
+from app.core.admission.ops import (
     NotReplayable,
     Resubmission,
     dead_letter_line,
@@ -24,6 +23,7 @@ from app.core.ops import (
     select_dead_letters,
     tombstone_keys,
 )
+from app.core.runlog.keys import log_key
 
 
 def letter(

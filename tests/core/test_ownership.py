@@ -1,4 +1,5 @@
-"""The owners map and the routing of a run request (app.core.ownership), as tables and laws."""
+"""The owners map and the routing of a run request
+(app.core.runlog.ownership), as tables and laws."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from app.core.ownership import (
+from app.core.runlog.ownership import (
     Forward,
     Local,
     Owner,

@@ -1,4 +1,4 @@
-"""RFC 6902 diff/apply (app.core.patch): the RFC's Appendix A examples against the strict
+"""RFC 6902 diff/apply (app.core.projection.patch): the RFC's Appendix A examples against the strict
 applier, the applier's refusals, the diff's shapes, and the laws
 ``apply_patch(old, diff(old, new)) == new`` and "the input is never mutated"."""
 
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.patch import (
+from app.core.common.pointer import join
+from app.core.projection.patch import (
     PatchError,
     apply_patch,
     diff,
@@ -19,7 +20,6 @@ from app.core.patch import (
     parse_pointer,
     verified_diff,
 )
-from app.core.pointer import join
 
 # --- RFC 6902 Appendix A ------------------------------------------------------------------------
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.examples import rfc0209_positive_payload
-from app.core.payload_rules import EXCLUSIONS, PayloadRules
-from app.core.refusal import CODES, Violation
+from app.core.admission.payload_rules import EXCLUSIONS, PayloadRules
+from app.core.admission.refusal import CODES, Violation
+from app.core.common.examples import rfc0209_positive_payload
 from app.shell.schema_files import load_schema_documents
 
 BASIC = "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json"

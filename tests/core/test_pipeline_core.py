@@ -11,16 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.command_seal import seal
-from app.core.dead_letter import dead_letter, redact_bytes
-from app.core.intake import Intake, read_admission
-from app.core.keys import partition_for_run
-from app.core.payload_rules import PayloadRules
-from app.core.policy import HostPolicy
-from app.core.redaction import prepare
-from app.core.refusal import CODES, Violation
-from app.core.run_state import RunState
-from app.core.validator import Append, Duplicate, Reject, SourceRecord, validate
+from app.core.admission.command_seal import seal
+from app.core.admission.dead_letter import dead_letter, redact_bytes
+from app.core.admission.intake import Intake, read_admission
+from app.core.admission.payload_rules import PayloadRules
+from app.core.admission.policy import HostPolicy
+from app.core.admission.redaction import prepare
+from app.core.admission.refusal import CODES, Violation
+from app.core.admission.validator import Append, Duplicate, Reject, SourceRecord, validate
+from app.core.runlog.keys import partition_for_run
+from app.core.runlog.run_state import RunState
 from app.shell.schema_files import load_schema_documents
 
 RULES = PayloadRules.from_documents(load_schema_documents())
@@ -304,7 +304,7 @@ def test_a_run_id_holding_a_secret_never_reaches_a_dead_letter() -> None:
 )
 def test_a_run_id_outside_the_grammar_is_refused_for_envelopes_and_commands(run_id: str) -> None:
     """Item 10: a runId with a newline forged the worker's log lines; the grammar is the
-    OpenWOP one (app.core.identifiers.RUN_ID_PATTERN, the same pattern as the schemas)."""
+    OpenWOP one (app.core.admission.identifiers.RUN_ID_PATTERN, the same pattern as the schemas)."""
     for value in (
         _record(run_id, "c-1", [CREATE]),
         orjson.dumps({"runId": run_id, "command": {"type": "run.create", "workflowId": "w"}}),
@@ -324,7 +324,7 @@ def test_a_run_id_outside_the_grammar_is_refused_for_envelopes_and_commands(run_
 
 
 def test_the_schemas_carry_the_run_id_grammar() -> None:
-    from app.core.identifiers import RUN_ID_PATTERN
+    from app.core.admission.identifiers import RUN_ID_PATTERN
 
     docs = load_schema_documents()
     for name in ("admission-record", "host-command"):

@@ -1,4 +1,4 @@
-"""PMap (app/core/pmap.py) against a dict model: small maps, the hash trie, keys whose hashes
+"""PMap (app/core/runlog/pmap.py) against a dict model: small maps, the hash trie, keys whose hashes
 agree in the low bits (deep splits), equal past the 60 bits the trie uses (a collision bucket),
 negative hashes, and old versions left as they were (structural sharing)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.pmap import PMap
+from app.core.runlog.pmap import PMap
 
 
 class Key:

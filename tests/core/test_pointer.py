@@ -1,4 +1,4 @@
-"""RFC 6901 JSON Pointers (app.core.pointer): the laws ``parse(join("", *tokens)) == tokens``
+"""RFC 6901 JSON Pointers (app.core.common.pointer): the laws ``parse(join("", *tokens)) == tokens``
 and ``unescape(escape(token)) == token`` for any tokens, the refusal of every ``~`` that is not
 followed by ``0`` or ``1`` (and of what is not a pointer at all), and the readers built on it
 (the applier's ``parse_pointer``, the projector's lenient ``parse_data_path``) agreeing with it."""
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.patch import PatchError, parse_pointer
-from app.core.pointer import PointerError, escape, join, parse, syntax_error, unescape
-from app.core.surfaces import parse_data_path
+from app.core.common.pointer import PointerError, escape, join, parse, syntax_error, unescape
+from app.core.projection.patch import PatchError, parse_pointer
+from app.core.projection.surfaces import parse_data_path
 
 # Tokens rich in the characters that matter: "~", "/", "0", "1", and the empty token.
 TOKEN = st.text(alphabet=st.sampled_from("~/01a2é"), max_size=8) | st.text(max_size=8)

@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.core.http_snapshot import DEFAULT_TENANT, snapshot
-from app.core.identifiers import RUN_ID_PATTERN
-from app.core.principals import (
+from app.core.admission.identifiers import RUN_ID_PATTERN
+from app.core.http.principals import (
     LAPTOP,
     RIGHTS,
     TOKENLESS,
@@ -35,6 +34,7 @@ from app.core.principals import (
     tenant_of,
     token_digest,
 )
+from app.core.http.snapshot import DEFAULT_TENANT, snapshot
 
 TOKEN_A = "tok-a-" + "1" * 32
 TOKEN_B = "tok-b-" + "2" * 32
@@ -243,7 +243,7 @@ def test_every_digest_is_compared_whichever_matches(
 ) -> None:
     """No early exit: the time taken does not say which principal, or whether any, matched."""
     compared: list[bytes] = []
-    real = hmac.compare_digest  # the module app.core.principals calls
+    real = hmac.compare_digest  # the module app.core.http.principals calls
 
     def counting(a: bytes, b: bytes) -> bool:
         compared.append(b)

@@ -1,8 +1,9 @@
-"""The projector's batch step (app/core/projector_batch.py) and the frames it answers from one run
-outside a batch (app/core/projector_runs.py: a resync request, a late subscriber's catch-up), as
-tables over values; and the laws: a log planned in batches cut anywhere sends what one batch
-sends, and with room for one surface (every other run evicted and rebuilt from its own earlier
-events) a full subscriber gets the frames of the cache that never evicts, byte for byte."""
+"""The projector's batch step (app/core/projection/projector_batch.py) and the frames it answers
+from one run outside a batch (app/core/projection/projector_runs.py: a resync request, a late
+subscriber's catch-up), as tables over values; and the laws: a log planned in batches cut anywhere
+sends what one batch sends, and with room for one surface (every other run evicted and rebuilt from
+its own earlier events) a full subscriber gets the
+frames of the cache that never evicts, byte for byte."""
 
 from __future__ import annotations
 
@@ -16,10 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.frames import SubscriberCursor
-from app.core.keys import log_key, partition_for_run
-from app.core.policy import HostPolicy
-from app.core.projector_batch import (
+from app.core.admission.policy import HostPolicy
+from app.core.projection.frames import SubscriberCursor
+from app.core.projection.projector_batch import (
     Batch,
     BatchPlan,
     Decoded,
@@ -30,7 +30,7 @@ from app.core.projector_batch import (
     needed_runs,
     plan_batch,
 )
-from app.core.projector_runs import (
+from app.core.projection.projector_runs import (
     RESYNC_HEADER,
     CursorKey,
     ResyncRequest,
@@ -41,9 +41,10 @@ from app.core.projector_runs import (
     rebuild_run,
     run_of_request,
 )
-from app.core.subscriber import DRIFT
-from app.core.subscriptions import Registry, register
-from app.core.surfaces import SurfaceKey
+from app.core.projection.subscriber import DRIFT
+from app.core.projection.subscriptions import Registry, register
+from app.core.projection.surfaces import SurfaceKey
+from app.core.runlog.keys import log_key, partition_for_run
 from tests.core.projection_support import (
     BASIC,
     column,
@@ -75,7 +76,7 @@ def _rec(offset: int, recorded: dict[str, Any]) -> Rec:
 
 @dataclass
 class Entry:
-    """A run as the shell's cache holds it (app.core.projector_runs.Cached)."""
+    """A run as the shell's cache holds it (app.core.projection.projector_runs.Cached)."""
 
     partition: int
     run: RunSurfaces

@@ -1,5 +1,6 @@
-"""app.core.projector_runs: a run rebuilt from its recorded events equals the run that was never
-evicted (issue 15 item 3), as laws over generated logs of interleaved runs, plus the cases."""
+"""app.core.projection.projector_runs: a run rebuilt from its recorded events equals the run that
+was never evicted (issue 15 item 3), as laws over
+generated logs of interleaved runs, plus the cases."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.projector_runs import (
+from app.core.projection.projector_runs import (
     RunSurfaces,
     complete_prefix,
     empty_run,
     fold_run,
     rebuild_run,
 )
-from app.core.surfaces import Projection, SurfaceChange, project, replay
+from app.core.projection.surfaces import Projection, SurfaceChange, project, replay
 from tests.core.projection_support import column, components, create, data, delete, event, text
 
 RUNS = ("tenant/run-a", "tenant/run-b", "tenant/run-c")

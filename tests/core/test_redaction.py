@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.core.admission import Admitted, Refused, decide
-from app.core.policy import SURFACE_KIND, HostPolicy
-from app.core.redaction import prepare, redact, redact_text
-from app.core.run_state import RunState
+from app.core.admission.decision import Admitted, Refused, decide
+from app.core.admission.policy import SURFACE_KIND, HostPolicy
+from app.core.admission.redaction import prepare, redact, redact_text
+from app.core.runlog.run_state import RunState
 from tests.core.admission_support import (
     NOW,
     POSITIVE,

@@ -1,4 +1,4 @@
-"""The route table and its matcher (app.core.routes): raw-path decoding of runIds, the
+"""The route table and its matcher (app.core.http.routes): raw-path decoding of runIds, the
 resource a path names, 405's Allow, the catch-alls under a run, and what a configuration
 serves."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.routes import ROUTES, Matched, NotRouted, Route, WrongMethod, match, served
+from app.core.http.routes import ROUTES, Matched, NotRouted, Route, WrongMethod, match, served
 
 ALL = served(ROUTES, seams=True, envelope_accept=True)
 PLAIN = served(ROUTES, seams=False, envelope_accept=False)

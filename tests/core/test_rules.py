@@ -1,10 +1,11 @@
-"""The rule registry (app.core.rules) against every refusal app/ can build, by a static scan.
+"""The rule registry (app.core.admission.rules)
+against every refusal app/ can build, by a static scan.
 
 Every ``Violation(...)`` in app/ either carries the rule of an existing violation (its
 ``rule`` argument is ``<violation>.rule``: a step that moves the pointer or rewords the
-message) or is ``refuse``'s own, in app/core/rules.py, from a registry entry (``rule.id``).
-``refuse`` takes a ``Rule`` (mypy), never a string; no ``Rule(...)`` is built outside the
-registry; no rule id is written as a string literal where a refusal's rule is named or read
+message) or is ``refuse``'s own, in app/core/admission/rules.py, from a registry entry
+(``rule.id``). ``refuse`` takes a ``Rule`` (mypy), never a string; no ``Rule(...)`` is built outside
+the registry; no rule id is written as a string literal where a refusal's rule is named or read
 (``"rule": "..."`` in details, ``x.rule == "..."``). So a rule named by a free string fails
 here, and every id on the wire is registered. The other way round: every entry is used.
 """
@@ -17,21 +18,21 @@ from pathlib import Path
 
 import pytest
 
-from app.core import rules
-from app.core.refusal import CODES, Violation
-from app.core.rules import RULES, Rule, refuse, rule_of
+from app.core.admission import rules
+from app.core.admission.refusal import CODES, Violation
+from app.core.admission.rules import RULES, Rule, refuse, rule_of
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app"
-REGISTRY = APP / "core" / "rules.py"
+REGISTRY = APP / "core" / "admission" / "rules.py"
 APP_FILES = sorted(p for p in APP.rglob("*.py") if "viewer_dist" not in p.parts)
 
 # Rule ids written as literals on purpose, with the reason.
 LITERAL_RULES_ALLOWED = {
     # The HTTP request guards (host-loopback, origin, content-type) answer HttpErrors with
     # HTTP codes (forbidden, unsupported_media_type) before any admission: not refusals of a
-    # record, never dead letters, and outside app.core.refusal CODES.
-    APP / "core" / "http_guard.py",
+    # record, never dead letters, and outside app.core.admission.refusal CODES.
+    APP / "core" / "http" / "guard.py",
 }
 
 _ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")  # the grammar of a rule id
@@ -121,10 +122,13 @@ def used_constants(path: Path) -> set[str]:
     by_alias: dict[str, str] = {}
     modules: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "app.core.rules":
+        if isinstance(node, ast.ImportFrom) and node.module == "app.core.admission.rules":
             by_alias.update({a.asname or a.name: a.name for a in node.names})
-        elif isinstance(node, ast.ImportFrom) and node.module == "app.core":
-            modules.update(a.asname or a.name for a in node.names if a.name == "rules")
+        elif isinstance(node, ast.ImportFrom):  # ``from app.core.admission import rules``
+            named = [
+                a for a in node.names if f"{node.module}.{a.name}" == "app.core.admission.rules"
+            ]
+            modules.update(a.asname or a.name for a in named)
     used: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in by_alias:
@@ -140,7 +144,12 @@ def used_constants(path: Path) -> set[str]:
 
 def test_rules_scan_covers_the_refusal_builders() -> None:
     names = {p.relative_to(APP).as_posix() for p in APP_FILES}
-    assert {"core/rules.py", "core/intake.py", "core/admission.py", "shell/cli/check.py"} <= (names)
+    assert {
+        "core/admission/rules.py",
+        "core/admission/intake.py",
+        "core/admission/decision.py",
+        "shell/cli/check.py",
+    } <= (names)
 
 
 @pytest.mark.parametrize("path", APP_FILES, ids=lambda p: p.relative_to(APP).as_posix())
@@ -151,7 +160,7 @@ def test_rules_every_refusal_names_a_registered_rule(path: Path) -> None:
 def test_rules_scan_catches_free_strings(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "from app.core.refusal import Violation\n"
+        "from app.core.admission.refusal import Violation\n"
         "a = Violation('validation_error', 'free-rule', '', 'm')\n"
         "b = Violation(code='envelope_invalid', rule='other', path='', message='m')\n"
         "c = refuse('free-rule', '', 'm')\n"
@@ -217,23 +226,26 @@ def test_rules_unknown_code_or_id_is_a_programming_error() -> None:
     assert rule_of("record-json") is rules.RECORD_JSON
 
 
-# --- the admission order (app.core.validator ADMISSION, RULE_ORDER) -----------------------------
+# --- the admission order (app.core.admission.validator ADMISSION, RULE_ORDER) ---------------------
 
 # Registered rules applied outside the decision of one admission record, with the reason.
 OUTSIDE_THE_ORDER = {
-    rules.RECORD_WRITE.id: "the broker would not take an outcome (app.core.validator_batch)",
+    rules.RECORD_WRITE.id: (
+        "the broker would not take an outcome (app.core.admission.validator_batch)"
+    ),
     rules.ACTION_SHAPE.id: "an action checked at HTTP before its command is sent",
     rules.COMPONENT_BUTTON.id: "an action checked at HTTP before its command is sent",
     rules.CONTEXT_PATH.id: "an action checked at HTTP before its command is sent",
 }
 
-# The modules the decision of one record runs (validate and what it calls).
+# The modules the decision of one record runs (validate and what it calls), all of the
+# admission room.
 ADMISSION_PATH = [
-    APP / "core" / f"{name}.py"
+    APP / "core" / "admission" / f"{name}.py"
     for name in (
         "intake",
         "validator",
-        "admission",
+        "decision",
         "host_commands",
         "identifiers",
         "payload_rules",
@@ -246,7 +258,7 @@ ADMISSION_PATH = [
 
 
 def _ordered() -> set[str]:
-    from app.core.validator import RULE_ORDER
+    from app.core.admission.validator import RULE_ORDER
 
     return {rule.id for _stage, _step, found in RULE_ORDER for rule in found}
 
@@ -265,7 +277,7 @@ def test_rules_the_admission_path_emits_only_rules_in_the_order() -> None:
 
 
 def test_rules_registry_step_names_the_rules_place_in_the_order() -> None:
-    from app.core.validator import RULE_ORDER
+    from app.core.admission.validator import RULE_ORDER
 
     places = {"action", "write"}
     for stage, step, _found in RULE_ORDER:
@@ -278,10 +290,10 @@ def test_rules_registry_step_names_the_rules_place_in_the_order() -> None:
 
 
 def test_rules_the_order_tables_are_built_once() -> None:
-    from app.core.admission import STEPS
-    from app.core.host_commands import COMMANDS
-    from app.core.intake import INTAKE
-    from app.core.validator import ADMISSION, RULE_ORDER
+    from app.core.admission.decision import STEPS
+    from app.core.admission.host_commands import COMMANDS
+    from app.core.admission.intake import INTAKE
+    from app.core.admission.validator import ADMISSION, RULE_ORDER
 
     assert [stage.name for stage in ADMISSION] == ["intake", "run", "command", "envelope"]
     # the intake stage is INTAKE itself, not a copy: the same steps with the same check

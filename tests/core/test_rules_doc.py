@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from app.core.rules import RULES
+from app.core.admission.rules import RULES
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rules_doc.py"
 
@@ -63,7 +63,7 @@ def test_rules_doc_check_fails_on_a_stale_section(
 
 
 def test_rules_doc_rule_order_is_the_admission_table() -> None:
-    from app.core.validator import RULE_ORDER
+    from app.core.admission.validator import RULE_ORDER
 
     text = rules_doc.DOC.read_text(encoding="utf-8")
     assert rules_doc.ORDER_BEGIN in text and rules_doc.ORDER_END in text

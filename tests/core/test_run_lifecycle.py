@@ -1,10 +1,10 @@
-"""The run lifecycle as a fold (app.core.run_lifecycle): the status a create answers."""
+"""The run lifecycle as a fold (app.core.runlog.run_lifecycle): the status a create answers."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.core.run_lifecycle import TERMINAL_STATUSES, created_status, status_of
+from app.core.runlog.run_lifecycle import TERMINAL_STATUSES, created_status, status_of
 
 # runs.md §Create: the 201's status is one of these.
 CREATE_STATUSES = {"pending", "running", "waiting-approval", "waiting-input", "waiting-external"}
@@ -13,7 +13,7 @@ CREATE_STATUSES = {"pending", "running", "waiting-approval", "waiting-input", "w
 @pytest.mark.parametrize(
     ("events", "answered", "now"),
     [
-        # the fixtures' creates (app.core.host_commands._create)
+        # the fixtures' creates (app.core.admission.host_commands._create)
         (["run.created"], "running", "running"),  # conformance-cancellable, any workflow
         (["run.created", "node.suspended"], "waiting-approval", "waiting-approval"),
         (["run.created", "run.completed"], "running", "completed"),  # conformance-noop

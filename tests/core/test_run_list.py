@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.core.http_errors import HttpError
-from app.core.run_list import (
+from app.core.http.errors import HttpError
+from app.core.http.run_list import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     ListQuery,

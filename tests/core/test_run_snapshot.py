@@ -1,6 +1,6 @@
-"""The run-state changelog (app/core/run_snapshot.py) and the restore from it
-(app/core/validator_restore.py): its records round-trip, a run that ended is compacted without
-changing a decision, and the law: restoring from the changelog and the log tail gives what
+"""The run-state changelog (app/core/runlog/run_snapshot.py) and the restore from it
+(app/core/admission/validator_restore.py): its records round-trip, a run that ended is compacted
+without changing a decision, and the law: restoring from the changelog and the log tail gives what
 replaying the whole log gives, for whatever the batch step wrote, cut into batches anyhow,
 with changelog flushes only every few batches (the commit interval), with batches whose
 changelog records were lost (a broker without transactions going away between the log appends
@@ -17,21 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.command_seal import HEADER, seal
-from app.core.fold import apply
-from app.core.policy import HostPolicy
-from app.core.run_snapshot import (
-    CHECKPOINT_KEY,
-    Checkpoint,
-    compact,
-    decode_checkpoint,
-    decode_state,
-    encode_checkpoint,
-    encode_state,
-)
-from app.core.run_state import RunState
-from app.core.validator import SourceRecord, validate
-from app.core.validator_batch import (
+from app.core.admission.command_seal import HEADER, seal
+from app.core.admission.fold import apply
+from app.core.admission.policy import HostPolicy
+from app.core.admission.validator import SourceRecord, validate
+from app.core.admission.validator_batch import (
     PartitionPlan,
     PartitionState,
     Send,
@@ -41,7 +31,7 @@ from app.core.validator_batch import (
     checkpoint,
     plan_batch,
 )
-from app.core.validator_restore import (
+from app.core.admission.validator_restore import (
     catch_up,
     decoded,
     read_changelog,
@@ -49,6 +39,16 @@ from app.core.validator_restore import (
     restore_partition,
     tail_runs,
 )
+from app.core.runlog.run_snapshot import (
+    CHECKPOINT_KEY,
+    Checkpoint,
+    compact,
+    decode_checkpoint,
+    decode_state,
+    encode_checkpoint,
+    encode_state,
+)
+from app.core.runlog.run_state import RunState
 from app.devtools.fault_kit import RULES, corpus
 from app.shell.schema_files import load_schema_documents
 

@@ -1,5 +1,5 @@
 """STYLE rule 12: compiled-only behaviour must hold from source too. A ``FrozenValue``
-(app.core.run_state) refuses attribute assignment and deletion whether its module is the
+(app.core.runlog.run_state) refuses attribute assignment and deletion whether its module is the
 mypyc-compiled one (``Final`` attributes of a native class) or the source (``_assign_once``)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from app.core.admission import Admitted
-from app.core.run_state import Correlation, Recorded, RunState, SurfaceState, V1Surface
+from app.core.admission.decision import Admitted
+from app.core.runlog.run_state import Correlation, Recorded, RunState, SurfaceState, V1Surface
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,8 +40,8 @@ def test_frozen_values_refuse_assignment_and_deletion(value: Any, field: str) ->
 
 
 _FROM_SOURCE = """
-import app.core.run_state as m
-from app.core.run_state import Recorded, RunState
+import app.core.runlog.run_state as m
+from app.core.runlog.run_state import Recorded, RunState
 assert m.__file__.endswith("run_state.py"), m.__file__
 value = Recorded(1, "e")
 for attempt in (lambda: setattr(value, "sequence", 5), lambda: delattr(value, "event_id")):

@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from app.core.refusal import CODES
+from app.core.admission.refusal import CODES
 from app.shell.schema_files import SCHEMA_DIR, load_schema_documents
 
 NAMES = {

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.core.payload_rules import PayloadRules
+from app.core.admission.payload_rules import PayloadRules
 from app.shell.schema_files import load_schema_documents
 
 UPSTREAM = Path(__file__).resolve().parents[2].parent / "shared" / "upstream"

@@ -1,5 +1,5 @@
-"""The run event stream (app.core.sse_frames): SSE encoding round-tripped through a tiny WHATWG
-parser; RFC 0114 v1 delta transport, with the conformance suite's reconstruction leg (§16c)
+"""The run event stream (app.core.projection.sse_frames): SSE encoding round-tripped through a tiny
+WHATWG parser; RFC 0114 v1 delta transport, with the conformance suite's reconstruction leg (§16c)
 server-free, every full-frame reason, and the law ``reconstruct(full, deltas) == last payload``;
 sticky taint on every event shown (``present``), agreeing with the projection's trust.
 """
@@ -17,11 +17,11 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from app.core import sse_frames
-from app.core.admission import event_id_for
-from app.core.patch import apply_patch, json_equal
-from app.core.payload_rules import PayloadRules
-from app.core.sse_frames import (
+from app.core.admission.decision import event_id_for
+from app.core.admission.payload_rules import PayloadRules
+from app.core.projection import sse_frames
+from app.core.projection.patch import apply_patch, json_equal
+from app.core.projection.sse_frames import (
     DELTA_EVENT,
     FULL_REASONS,
     NO_TAINT,
@@ -35,7 +35,7 @@ from app.core.sse_frames import (
     step,
     surface_of,
 )
-from app.core.surfaces import V1_SURFACE_ID, Projection, project
+from app.core.projection.surfaces import V1_SURFACE_ID, Projection, project
 from app.shell.schema_files import load_schema_documents
 from tests.core import projection_support as ps
 from tests.core.projection_support import FULL_SURFACE_V0
@@ -677,9 +677,9 @@ PROJECTION_CASES = [case for case in TAINT_CASES if "meta only" not in case[0]]
                          ids=[case[0] for case in PROJECTION_CASES])  # fmt: skip
 def test_shown_trust_is_the_projections_sticky_trust(events: list[dict[str, Any]]) -> None:
     """One rule, two homes: what a reader is shown equals the materialized surface's trust
-    (app.core.surfaces, which the values mode and every subscriber frame use). The projection
-    reads the root and ``payload.trust``, not the envelope's meta, so the meta-only case (which
-    admission never records: it writes the normalized trust in both) is left out."""
+    (app.core.projection.surfaces, which the values mode and every subscriber frame use). The
+    projection reads the root and ``payload.trust``, not the envelope's meta, so the meta-only case
+    (which admission never records: it writes the normalized trust in both) is left out."""
     projection = Projection()
     for event, shown in zip(events, shown_stream(events), strict=True):
         projection, changes = project(projection, event)

@@ -1,4 +1,4 @@
-"""Stream and poll parameters (app.core.stream_modes, openwop-a2ui.md §9): the parsers' tables,
+"""Stream and poll parameters (app.core.http.stream_modes, openwop-a2ui.md §9): the parsers' tables,
 the stream-mode membership of recorded events, and the terminal types."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.core.http_errors import HttpError
-from app.core.stream_modes import (
+from app.core.http.errors import HttpError
+from app.core.http.stream_modes import (
     DEFAULT_MODES,
     MAX_SEQUENCE,
     MODES,

@@ -1,4 +1,4 @@
-"""The subscriber client's pure core (app.core.subscriber): the server-free legs of
+"""The subscriber client's pure core (app.core.projection.subscriber): the server-free legs of
 openwop-a2ui.md §16c (RFC 0114), fail-closed rules, and THE property: at every step of random
 surface evolutions the delta subscriber's reconstruction equals the full subscriber's surface."""
 
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from app.core.frames import (
+from app.core.projection.frames import (
     Recipient,
     SubscriberCursor,
     answer_resync,
@@ -24,8 +24,8 @@ from app.core.frames import (
     plan_frames,
     surface_digest,
 )
-from app.core.patch import apply_patch, json_equal
-from app.core.subscriber import (
+from app.core.projection.patch import apply_patch, json_equal
+from app.core.projection.subscriber import (
     DRIFT,
     RESYNC_BACKOFF_BASE,
     RESYNC_BACKOFF_CAP,
@@ -42,7 +42,7 @@ from app.core.subscriber import (
     surface_problem,
     validate_surface,
 )
-from app.core.surfaces import Projection, SurfaceKey, project
+from app.core.projection.surfaces import Projection, SurfaceKey, project
 from tests.core.admission_support import rules
 from tests.core.projection_support import (
     FULL_SURFACE_V0,

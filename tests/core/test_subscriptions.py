@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from app.core.subscriptions import (
+from app.core.projection.subscriptions import (
     Subscription,
     encode_subscription,
     parse_subscription,

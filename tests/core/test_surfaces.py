@@ -1,5 +1,5 @@
-"""Materialization (app.core.surfaces): the v2 fold (a2ui-v09.md §5/§8, web_core parity), the
-data-model table, v1 identity, taint, partial, delete and re-create, idempotent replay, and the
+"""Materialization (app.core.projection.surfaces): the v2 fold (a2ui-v09.md §5/§8, web_core parity),
+the data-model table, v1 identity, taint, partial, delete and re-create, idempotent replay, and the
 fold run on events the admission decision really produced."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from app.core.policy import SURFACE_KIND, HostPolicy
-from app.core.surfaces import (
+from app.core.admission.policy import SURFACE_KIND, HostPolicy
+from app.core.projection.surfaces import (
     V1_SURFACE_ID,
     Projection,
     SurfaceKey,

@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.core.topic_plan import ActualTopic, Drift, desired_topics, plan_topics, subscriber_topic
+from app.core.runlog.topic_plan import (
+    ActualTopic,
+    Drift,
+    desired_topics,
+    plan_topics,
+    subscriber_topic,
+)
 
 DEFINITIONS = json.loads(
     (Path(__file__).resolve().parents[2] / "topics" / "topics.json").read_text()

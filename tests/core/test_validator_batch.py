@@ -1,5 +1,5 @@
-"""The validator's batch step (app/core/validator_batch.py): which records are decided, what is
-written where, which offset is committed, what a batch gathered across a rebalance becomes;
+"""The validator's batch step (app/core/admission/validator_batch.py): which records are decided,
+what is written where, which offset is committed, what a batch gathered across a rebalance becomes;
 and its laws: a batch decides as the oracle does record by record, however it is cut, and the
 restore fold of what a plan wrote is the state the plan left (replay = live)."""
 
@@ -11,12 +11,10 @@ from dataclasses import dataclass, field
 import orjson
 import pytest
 
-from app.core.host_commands import ForkSource
-from app.core.keys import log_key, partition_for_run
-from app.core.policy import HostPolicy
-from app.core.run_state import RunState
-from app.core.validator import Append, AppendMany, Reject, SourceRecord, validate
-from app.core.validator_batch import (
+from app.core.admission.host_commands import ForkSource
+from app.core.admission.policy import HostPolicy
+from app.core.admission.validator import Append, AppendMany, Reject, SourceRecord, validate
+from app.core.admission.validator_batch import (
     SOURCE_HEADER,
     TYPE_HEADER,
     Load,
@@ -30,7 +28,9 @@ from app.core.validator_batch import (
     plan_unrecordable,
     source_of,
 )
-from app.core.validator_restore import restore_partition
+from app.core.admission.validator_restore import restore_partition
+from app.core.runlog.keys import log_key, partition_for_run
+from app.core.runlog.run_state import RunState
 from app.devtools.fault_kit import RULES, corpus
 
 PARTITIONS = 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.viewer_index import CONTENT_SECURITY_POLICY, RunSummary, asset_type, recent_runs
+from app.core.http.viewer_index import CONTENT_SECURITY_POLICY, RunSummary, asset_type, recent_runs
 
 
 @pytest.mark.parametrize(

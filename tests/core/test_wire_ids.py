@@ -1,4 +1,4 @@
-"""Run ids in URL paths (app.core.wire_ids): the projected and percent forms (openwop-a2ui.md
+"""Run ids in URL paths (app.core.http.wire_ids): the projected and percent forms (openwop-a2ui.md
 §8; identity.md §5 "Wire form"), the refusals, and the round-trip laws."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from app.core.wire_ids import (
+from app.core.http.wire_ids import (
     MAX_RUN_ID_CHARS,
     is_usable_run_id,
     project_run_id,

@@ -19,8 +19,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from app.core.admission import RECORDED_EVENT_SCHEMA_VERSION, event_id_for
-from app.core.keys import log_key, partition_for_run
+from app.core.admission.decision import RECORDED_EVENT_SCHEMA_VERSION, event_id_for
+from app.core.runlog.keys import log_key, partition_for_run
 from app.shell.cli.broker import require_kafka
 from app.shell.http.viewer import DIST
 from app.shell.settings import Settings
@@ -172,8 +172,8 @@ def recorded_surface(
     run_id: str, sequence: int, envelope: dict[str, Any], *, version: int = 2
 ) -> dict[str, Any]:
     """A ``ui.a2ui-surface`` event exactly as admission records an admitted envelope
-    (app.core.admission ``_record``; schemas/recorded-event), for a test that must put into the
-    log what admission would refuse (an older log, another host, a bug: the viewer must never
+    (app.core.admission.decision ``_record``; schemas/recorded-event), for a test that must put into
+    the log what admission would refuse (an older log, another host, a bug: the viewer must never
     hang whatever the log holds)."""
     trust = (
         "untrusted" if envelope.get("meta", {}).get("contentTrust") == "untrusted" else "trusted"
@@ -196,7 +196,8 @@ def recorded_surface(
 
 async def append_to_log(bootstrap: str, settings: Settings, events: list[dict[str, Any]]) -> None:
     """Append recorded events to the deployment's log topic as the validator does: key
-    ``runId#sequence`` (app.core.keys), on the run's partition, the event's JSON as the value."""
+    ``runId#sequence`` (app.core.runlog.keys), on the
+    run's partition, the event's JSON as the value."""
     log_topic = next(spec.name for spec in desired_for(settings) if spec.id == "log")
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()

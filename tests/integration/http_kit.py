@@ -17,8 +17,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.examples import BASIC_CATALOG, rfc0209_positive_payload
-from app.core.wire_ids import project_run_id
+from app.core.common.examples import BASIC_CATALOG, rfc0209_positive_payload
+from app.core.http.wire_ids import project_run_id
 from app.devtools.fault_kit import WorkerProcess
 
 TOKEN = "test-token-" + uuid.uuid4().hex
@@ -361,7 +361,7 @@ async def publish_raw(
     return its dead letter (None when the validator wrote none within about 20 s)."""
     from aiokafka import AIOKafkaProducer
 
-    from app.core.keys import partition_for_run
+    from app.core.runlog.keys import partition_for_run
     from app.shell.worker.kafka_io import read_topic
 
     topics = http.get("/health").body["topics"]
@@ -391,7 +391,7 @@ async def publish_raw(
 
 async def owners_of(http: Http, bootstrap: str) -> dict[int, str]:
     """Each claimed partition's advertised URL, from the owners topic as every worker folds it."""
-    from app.core.ownership import Owner, apply_owner, decode_owner
+    from app.core.runlog.ownership import Owner, apply_owner, decode_owner
     from app.shell.worker.kafka_io import read_topic
 
     topic = http.get("/health").body["topics"]["owners"]
@@ -423,7 +423,7 @@ def wait_owned(
 
 def run_on(partitions: set[int], count: int, tenant: str = "fwd") -> str:
     """A fresh runId whose partition (of ``count``) is in ``partitions``."""
-    from app.core.keys import partition_for_run
+    from app.core.runlog.keys import partition_for_run
 
     while True:
         run = f"{tenant}/run-{uuid.uuid4().hex}"

@@ -17,7 +17,7 @@ from openwop_client import OpenwopClient
 from openwop_client.errors import WopError
 from openwop_client.types import CreateRunRequest, ForkRunRequest, ResolveInterruptRequest
 
-from app.core.examples import rfc0209_positive_payload
+from app.core.common.examples import rfc0209_positive_payload
 from app.devtools.fault_kit import WorkerProcess, apply_topics
 from app.shell.cli.broker import Broker
 from app.shell.worker.kafka_io import read_topic

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.payload_rules import PayloadRules
+from app.core.admission.payload_rules import PayloadRules
 from app.devtools import bench_projection as bench
 from app.shell.cli.broker import Broker
 from app.shell.schema_files import load_schema_documents

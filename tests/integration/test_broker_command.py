@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from app.core.topic_plan import TopicSpec
+from app.core.runlog.topic_plan import TopicSpec
 from app.shell.cli.broker import free_port, kafka_jars_dir, local_kafka_possible
 from app.shell.worker.kafka_io import read_topic, started
 from app.shell.worker.topics_admin import ensure_topics

@@ -12,8 +12,8 @@ from dataclasses import replace
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from app.core.keys import log_key, partition_for_run
-from app.core.topic_plan import TopicSpec
+from app.core.runlog.keys import log_key, partition_for_run
+from app.core.runlog.topic_plan import TopicSpec
 from app.shell.cli.broker import Broker
 from app.shell.settings import Settings
 from app.shell.worker.kafka_io import read_topic

@@ -18,9 +18,9 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from app.core.keys import partition_for_run, run_of_log_key
-from app.core.ops import run_events
-from app.core.topic_plan import TopicSpec
+from app.core.admission.ops import run_events
+from app.core.runlog.keys import partition_for_run, run_of_log_key
+from app.core.runlog.topic_plan import TopicSpec
 from app.devtools.fault_kit import (
     Observed,
     Published,

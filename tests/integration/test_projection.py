@@ -10,7 +10,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from app.core.surfaces import replay
+from app.core.projection.surfaces import replay
 from app.devtools.fault_kit import (
     Published,
     WorkerProcess,

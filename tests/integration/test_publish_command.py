@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.core.examples import rfc0209_positive_payload
+from app.core.common.examples import rfc0209_positive_payload
 from app.devtools.fault_kit import WorkerProcess, apply_topics
 from app.shell.cli.broker import Broker
 from app.shell.settings import load_settings

@@ -32,8 +32,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from app.core.admission import RECORDED_EVENT_SCHEMA_VERSION, event_id_for
-from app.core.keys import log_key, partition_for_run
+from app.core.admission.decision import RECORDED_EVENT_SCHEMA_VERSION, event_id_for
+from app.core.runlog.keys import log_key, partition_for_run
 from app.devtools.fault_kit import BASIC, WorkerProcess, apply_topics
 from app.shell.cli.broker import Broker
 from app.shell.cli.subscriber_client import SubscriberClient
@@ -51,8 +51,9 @@ MAX_REQUESTS = 2  # resync requests per subscriber for the invalid surface, at m
 def _recorded(
     run: str, sequence: int, surface_id: str, items: list[dict[str, Any]], recreate: bool = False
 ) -> bytes:
-    """A recorded event as app.core.admission's ``_record`` writes it (schemas/recorded-event):
-    createSurface and updateComponents (after a deleteSurface with ``recreate``)."""
+    """A recorded event as app.core.admission.decision's ``_record`` writes it
+    (schemas/recorded-event): createSurface and updateComponents
+    (after a deleteSurface with ``recreate``)."""
     messages: list[dict[str, Any]] = [
         {"version": "v0.9", "createSurface": {"surfaceId": surface_id, "catalogId": BASIC}},
         {"version": "v0.9", "updateComponents": {"surfaceId": surface_id, "components": items}},

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from app.core.keys import log_key, partition_for_run
+from app.core.runlog.keys import log_key, partition_for_run
 from app.shell.cli.broker import Broker
 from app.shell.settings import Settings
 from app.shell.worker.run_index import PartitionUnsure, RunIndex

@@ -21,8 +21,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from app.core.examples import BASIC_CATALOG
-from app.core.keys import partition_for_run
+from app.core.common.examples import BASIC_CATALOG
+from app.core.runlog.keys import partition_for_run
 from app.devtools.fault_kit import WorkerProcess, apply_topics
 from app.shell.cli.broker import Broker
 from app.shell.cli.subscriber_client import SubscriberClient

@@ -7,7 +7,7 @@ Two workers of one deployment with a tokens file: ``a-all`` (tenant ``alpha``, e
 (``beta``, every right) and ``l-all`` (``local``, where POST /runs creates, every right: the
 one-tenant credential the suite's v2-run-list legs run with), beside the plain
 ``A2UI_STREAM_HTTP_TOKENS`` one (every tenant, every right). The matrix iterates
-``app.core.routes.ROUTES``, so a new run route is covered without an edit here."""
+``app.core.http.routes.ROUTES``, so a new run route is covered without an edit here."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core.principals import RIGHTS
-from app.core.routes import ROUTES, Route
-from app.core.wire_ids import project_run_id
+from app.core.http.principals import RIGHTS
+from app.core.http.routes import ROUTES, Route
+from app.core.http.wire_ids import project_run_id
 from app.devtools.fault_kit import WorkerProcess, apply_topics
 from app.shell.cli.broker import Broker
 from app.shell.settings import Settings, load_settings

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from app.core.examples import BASIC_CATALOG, rfc0209_positive_payload
+from app.core.common.examples import BASIC_CATALOG, rfc0209_positive_payload
 from app.devtools.fault_kit import WorkerProcess, apply_topics
 from app.shell.cli.broker import Broker
 from app.shell.settings import load_settings

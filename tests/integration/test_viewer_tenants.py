@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.wire_ids import project_run_id
+from app.core.http.wire_ids import project_run_id
 from app.devtools.fault_kit import WorkerProcess, apply_topics
 from app.shell.cli.broker import Broker
 from app.shell.settings import load_settings

@@ -7,8 +7,8 @@ import argparse
 
 import jsonpatch
 
-from app.core.patch import verified_diff
-from app.core.payload_rules import PayloadRules
+from app.core.admission.payload_rules import PayloadRules
+from app.core.projection.patch import verified_diff
 from app.devtools import bench_projection as bench
 from app.shell.schema_files import load_schema_documents
 

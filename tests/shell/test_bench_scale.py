@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
-from app.core.admission import Admitted, Deduplicated, Refused, decide
-from app.core.keys import partition_for_run
-from app.core.payload_rules import PayloadRules
-from app.core.policy import HostPolicy
-from app.core.run_state import RunState
+from app.core.admission.decision import Admitted, Deduplicated, Refused, decide
+from app.core.admission.payload_rules import PayloadRules
+from app.core.admission.policy import HostPolicy
+from app.core.runlog.keys import partition_for_run
+from app.core.runlog.run_state import RunState
 from app.devtools import bench_scale as bench
 from app.devtools.bench_scale.workers import by_partition, decided_count
 from app.shell.schema_files import load_schema_documents

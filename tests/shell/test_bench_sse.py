@@ -7,8 +7,8 @@ import argparse
 
 import pytest
 
-from app.core.payload_rules import PayloadRules
-from app.core.sse_frames import keep_alive, sse_frame
+from app.core.admission.payload_rules import PayloadRules
+from app.core.projection.sse_frames import keep_alive, sse_frame
 from app.devtools import bench_sse as bench
 from app.shell.schema_files import load_schema_documents
 

@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from app.compiled_core import core_build
-from app.core.admission import Admitted, decide, encode_event
-from app.core.policy import HostPolicy
+from app.core.admission.decision import Admitted, decide, encode_event
+from app.core.admission.policy import HostPolicy
 from app.devtools.fault_kit import RULES, corpus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ COMPILED = (REPO / "app" / "core" / "compiled.json").exists()
 
 _PROBE = (
     "from app.compiled_core import install; build = install(); "
-    "import app.core.admission as a; print(build, a.__file__)"
+    "import app.core.admission.decision as a; print(build, a.__file__)"
 )
 
 
@@ -52,7 +52,7 @@ def test_without_compiled_modules_the_core_is_the_sources(tmp_path: Path) -> Non
     for built in (root / "app" / "core").rglob("*.so"):
         built.unlink()
     build, module = _probe(root)
-    assert build == "source" and module.endswith("admission.py")
+    assert build == "source" and module.endswith("admission/decision.py")
 
 
 @pytest.mark.skipif(not COMPILED, reason="the core is not compiled here (make compile)")
@@ -62,21 +62,21 @@ def test_compiled_modules_are_used_only_while_their_sources_are_unchanged(tmp_pa
     assert build == "compiled" and module.endswith(".so")
     # A2UI_STREAM_CORE=source forces the sources.
     build, module = _probe(root, A2UI_STREAM_CORE="source")
-    assert build == "source" and module.endswith("admission.py")
+    assert build == "source" and module.endswith("admission/decision.py")
     # Any edit to any compiled source: ALL of them come from source (they call each other
     # natively, so a mix would run old code).
-    fold = root / "app" / "core" / "fold.py"
+    fold = root / "app" / "core" / "admission" / "fold.py"
     fold.write_text(fold.read_text() + "\n# edited\n")
     build, module = _probe(root)
-    assert build == "source" and module.endswith("admission.py")
+    assert build == "source" and module.endswith("admission/decision.py")
     recorded = json.loads((root / "app" / "core" / "compiled.json").read_text())
-    assert "fold" in recorded and "admission" in recorded
+    assert "admission.fold" in recorded and "admission.decision" in recorded
 
 
 _DECIDE_ALL = """
 import orjson, sys
-from app.core.admission import Admitted, decide, encode_event
-from app.core.policy import HostPolicy
+from app.core.admission.decision import Admitted, decide, encode_event
+from app.core.admission.policy import HostPolicy
 from app.devtools.fault_kit import RULES, corpus
 states, out = {}, []
 for rec in corpus(runs=20, per_run=150, seed=5):
@@ -130,10 +130,10 @@ _PLAN_ALL = """
 import orjson, sys
 from app.compiled_core import install
 build = install()
-from app.core.keys import partition_for_run
-from app.core.policy import HostPolicy
-from app.core.validator import SourceRecord
-from app.core.validator_batch import PartitionState, Topics, plan_batch
+from app.core.runlog.keys import partition_for_run
+from app.core.admission.policy import HostPolicy
+from app.core.admission.validator import SourceRecord
+from app.core.admission.validator_batch import PartitionState, Topics, plan_batch
 from app.devtools.fault_kit import RULES, corpus
 topics = Topics("log", "dead", "resumes", 3, 1_048_576, changelog="changelog")
 batch = {p: [] for p in range(3)}
@@ -185,8 +185,8 @@ def test_the_compiled_batch_step_plans_as_the_sources_do() -> None:
 
 
 _IMPORT_FIRST = (
-    "import app.core.fold; from app.compiled_core import install; build = install(); "
-    "import app.core.admission as a; print(build, a.__file__)"
+    "import app.core.admission.fold; from app.compiled_core import install; build = install(); "
+    "import app.core.admission.decision as a; print(build, a.__file__)"
 )
 
 
@@ -196,25 +196,29 @@ def test_a_plain_import_and_a_late_install_use_the_sources() -> None:
     sources); after a core module was imported, ``install()`` keeps the sources (a compiled
     module would call into a source one)."""
     done = subprocess.run(
-        [sys.executable, "-c", "import app.core.admission as a; print('none', a.__file__)"],
+        [
+            sys.executable,
+            "-c",
+            "import app.core.admission.decision as a; print('none', a.__file__)",
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert done.stdout.split()[1].endswith("admission.py")
+    assert done.stdout.split()[1].endswith("admission/decision.py")
     done = subprocess.run(
         [sys.executable, "-c", _IMPORT_FIRST], cwd=REPO, capture_output=True, text=True, check=True
     )
     build, module = done.stdout.split()
-    assert build == "source" and module.endswith("admission.py")
+    assert build == "source" and module.endswith("admission/decision.py")
 
 
 _CLI = """
 import sys
 from app.shell.cli import main
 status = main(["check", sys.argv[1]])
-import app.core.admission as a
+import app.core.admission.decision as a
 print(status, a.__file__)
 """
 

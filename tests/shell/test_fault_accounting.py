@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from app.core.keys import partition_for_run
-from app.core.policy import HostPolicy
+from app.core.admission.policy import HostPolicy
+from app.core.runlog.keys import partition_for_run
 from app.devtools.fault_accounting import Accounting, Oracle, Outputs, oracle, sse_delivery, tally
 from app.devtools.fault_kit import RULES, corpus
 

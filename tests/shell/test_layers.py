@@ -40,6 +40,24 @@ means editing the table here, with its reason.
 
 Also: no module imports another module's private name (``from x import _name``): what is
 shared is public, in the module that owns it.
+
+Inside the core, its rooms (``CORE_ORDER``, app/core/<room>/) form a line: a room imports only
+the rooms before it, and a module imports a module of its own room by its module path, never
+through the names the room's ``__init__`` re-exports (it imports every module of the room, so
+that import would meet the half-initialized package; ``from app.core.<room> import <module>``
+is a module import and fine):
+
+==========  ================================  ================================================
+room        may import                        why
+==========  ================================  ================================================
+common      nothing else                      JSON Pointers, the specs' reference payloads
+runlog      common                            keys, topics, run state and lifecycle, owners
+admission   common, runlog                    the rules, the decision and the fold's guard
+                                              over a run's state, the validator's step
+projection  common, runlog, admission         surfaces are folded with the fold's kinds, the
+                                              projector's batch shares the validator's Refetch
+http        every other room                  HTTP values over admission, projection and runs
+==========  ================================  ================================================
 """
 
 from __future__ import annotations
@@ -222,6 +240,78 @@ def test_layers_the_product_runs_without_devtools() -> None:
     assert done.stdout.strip() == "[]"
 
 
+CORE_ORDER = ("common", "runlog", "admission", "projection", "http")
+CORE_FILES = sorted(p for p in (APP / "core").rglob("*.py") if "mypyc-build" not in p.parts)
+
+
+def core_room_of(module: str) -> str | None:
+    """The room of a dotted name inside app.core (``app.core.admission.fold``: admission)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["app", "core"] and len(parts) > 2 else None
+
+
+def core_violations(module: str, source: str, *, is_package: bool = False) -> list[str]:
+    """What a core module imports against ``CORE_ORDER``, or from its own room's re-exports."""
+    here = core_room_of(module)
+    if here is None:  # app/core/__init__.py: the core's docstring, nothing to import
+        return [f"{module} imports {i.target}" for i in imports_of(module, source)]
+    problems = []
+    for imp in imports_of(module, source, is_package=is_package):
+        targets = [imp.target] + [f"{imp.target}.{n}" for n in imp.names]
+        rooms = {core_room_of(t) for t in targets if t.startswith("app.core.")}
+        for there in sorted(r for r in rooms if r is not None):
+            where = f"{module}:{imp.line}"
+            if there not in CORE_ORDER:
+                problems.append(f"{where} imports {imp.target}: {there} is no room of the core")
+            elif CORE_ORDER.index(there) > CORE_ORDER.index(here):
+                problems.append(f"{where} ({here}) imports {imp.target} ({there}), a later room")
+        modules = {m.stem for m in (APP / "core" / here).glob("*.py")}
+        names = set(imp.names) - modules  # ``from app.core.projection import frames``: a module
+        if imp.target == f"app.core.{here}" and names and not is_package:
+            problems.append(
+                f"{module}:{imp.line} imports {sorted(names)} from its own room's package"
+            )
+    return problems
+
+
+def test_layers_the_core_rooms_are_the_order() -> None:
+    rooms = {p.parent.name for p in CORE_FILES if p.parent != APP / "core"}
+    assert rooms == set(CORE_ORDER), rooms
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: str(p.relative_to(APP)))
+def test_layers_core_rooms_import_only_earlier_rooms(path: Path) -> None:
+    source = path.read_text(encoding="utf-8")
+    name, is_package = _module_name(path), path.name == "__init__.py"
+    assert core_violations(name, source, is_package=is_package) == []
+
+
+CORE_BAD = [
+    ("app.core.runlog.keys", "from app.core.admission.fold import apply\n", "a later room"),
+    ("app.core.admission.fold", "def f():\n    import app.core.http.errors\n", "a later room"),
+    ("app.core.projection.frames", "from app.core import fold\n", "no room"),
+    ("app.core.projection.frames", "from app.core.projection import Surface\n", "own room"),
+]
+
+
+@pytest.mark.parametrize(("module", "source", "expected"), CORE_BAD, ids=[b[0] for b in CORE_BAD])
+def test_layers_core_checker_catches_violations(module: str, source: str, expected: str) -> None:
+    problems = core_violations(module, source)
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_layers_core_checker_allows_what_the_order_allows() -> None:
+    assert core_violations("app.core.http.actions", "from app.core.runlog import keys\n") == []
+    assert (
+        core_violations("app.core.admission.fold", "from app.core.admission.rules import X\n") == []
+    )
+    assert (
+        core_violations("app.core.admission.fold", "from app.core.admission import rules\n") == []
+    )
+    init = "from app.core.projection.frames import plan_frames\n"
+    assert core_violations("app.core.projection", init, is_package=True) == []
+
+
 # The checker itself: each line below breaks one rule and is found.
 BAD = [
     ("app.shell.worker.run_index", "from app.shell.http.api import HttpApi\n", "(http)"),
@@ -230,7 +320,7 @@ BAD = [
     ("app.shell.http.streams", "def f():\n    import app.devtools.bench_sse\n", "(devtools)"),
     ("app.shell.cli.runtime", "from app.devtools import fault_kit\n", "module level"),
     ("app.shell.settings", "from app.shell.worker.kafka_io import read_topic\n", "(worker)"),
-    ("app.core.fold", "from app.devtools.bench_output import emit\n", "(devtools)"),
+    ("app.core.admission.fold", "from app.devtools.bench_output import emit\n", "(devtools)"),
     ("app.shell.cli.ops", "from app.shell.cli.broker import _free_port\n", "private _free_port"),
     ("app.shell.worker.run_index", "from . import _helpers\n", "private _helpers"),
     ("app.shell.worker.validator_loop", "class C:\n    from app.shell import http\n", "(http)"),

@@ -6,7 +6,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.core.keys import partition_for_run
+from app.core.runlog.keys import partition_for_run
 
 
 @given(st.text(min_size=1, max_size=80), st.integers(min_value=1, max_value=48))

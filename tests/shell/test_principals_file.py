@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.core.http_snapshot import DEFAULT_TENANT
-from app.core.principals import (
+from app.core.http.principals import (
     TOKENLESS,
     Allowed,
     Forbidden,
@@ -21,6 +20,7 @@ from app.core.principals import (
     Unknown,
     authorize,
 )
+from app.core.http.snapshot import DEFAULT_TENANT
 from app.shell.errors import OperatorError
 from app.shell.http.principals_file import (
     describe_tokens_file,

@@ -17,10 +17,10 @@ from aiokafka import TopicPartition
 
 import app.shell.worker.projector_loop as projector_loop
 import app.shell.worker.projector_resync as projector_resync
-from app.core.keys import log_key, partition_for_run
-from app.core.policy import HostPolicy
-from app.core.subscriptions import register
-from app.core.surfaces import SurfaceKey, replay
+from app.core.admission.policy import HostPolicy
+from app.core.projection.subscriptions import register
+from app.core.projection.surfaces import SurfaceKey, replay
+from app.core.runlog.keys import log_key, partition_for_run
 from app.shell.worker.projector_config import ProjectorConfig
 from app.shell.worker.projector_loop import ProjectorLoop
 from tests.core.projection_support import column, components, create, data, event, text, v2

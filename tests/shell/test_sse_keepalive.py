@@ -11,9 +11,9 @@ import asyncio
 import orjson
 import pytest
 
-from app.core.payload_rules import PayloadRules
-from app.core.sse_frames import keep_alive
-from app.core.stream_modes import DEFAULT_MODES
+from app.core.admission.payload_rules import PayloadRules
+from app.core.http.stream_modes import DEFAULT_MODES
+from app.core.projection.sse_frames import keep_alive
 from app.shell.http.streams import DeltaMemo, KeepAlive, RunStreams
 from app.shell.schema_files import load_schema_documents
 from app.shell.worker.run_log import LoggedEvent, RunLog

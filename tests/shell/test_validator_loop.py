@@ -22,10 +22,10 @@ import pytest
 from aiokafka import TopicPartition
 
 import app.shell.worker.validator_commit as validator_commit
-from app.core.keys import partition_for_run
-from app.core.policy import HostPolicy
-from app.core.run_snapshot import CHECKPOINT_KEY, decode_checkpoint
-from app.core.validator_batch import source_of
+from app.core.admission.policy import HostPolicy
+from app.core.admission.validator_batch import source_of
+from app.core.runlog.keys import partition_for_run
+from app.core.runlog.run_snapshot import CHECKPOINT_KEY, decode_checkpoint
 from app.devtools.fault_accounting import Accounting, Outputs, oracle, tally
 from app.devtools.fault_kit import RULES, Published, components, corpus, create, envelope
 from app.shell.worker.metrics import Metrics

@@ -174,7 +174,7 @@ async def test_discovery_may_be_cached_per_version(server: Any, version: str | N
     assert got.get("Vary") == "OpenWOP-Version"
 
 
-# A value for each path parameter of the table (app.core.routes): a tenant runId projected.
+# A value for each path parameter of the table (app.core.http.routes): a tenant runId projected.
 _EXAMPLE = {"runId": "acme~2Fr-0123456789abcdef", "nodeId": "gate", "name": "viewer.js",
             "runPath": "acme~2Fr-1", "rest": "acme~2Fr-1/nothing-here"}  # fmt: skip
 

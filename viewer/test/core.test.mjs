@@ -53,7 +53,7 @@ const feed = frames => frames.reduce(({ state, outcomes }, frame) => {
   return { state: out.state, outcomes: [...outcomes, out.outcome] };
 }, { state: initialState(), outcomes: [] });
 
-test('run ids project and unproject like app/core/wire_ids.py', () => {
+test('run ids project and unproject like app/core/http/wire_ids.py', () => {
   assert.equal(projectRunId('acme/r-9f3c'), 'acme~2Fr-9f3c');
   assert.equal(projectRunId('a~b:c é'), 'a~7Eb~3Ac~20~C3~A9');
   for (const id of ['acme/r1', 'a~2Fb', 'x:y', 'é/ü']) assert.equal(unprojectRunId(projectRunId(id)), id);

@@ -11,8 +11,8 @@ import platform
 import sys
 from typing import Any
 
-from app.core.subscriptions import MAX_FULL_EVERY
-from app.core.surfaces import SurfaceChange
+from app.core.projection.subscriptions import MAX_FULL_EVERY
+from app.core.projection.surfaces import SurfaceChange
 from app.devtools.bench_output import baseline_missing, emit, load_average
 from app.devtools.bench_projection.diffs import measure_bytes, measure_diff, random_pairs
 from app.devtools.bench_projection.fanout import fanout_on, measure_fanout
@@ -38,7 +38,7 @@ async def _fanout_with_broker(changes: list[SurfaceChange]) -> tuple[str, list[d
 def measure(updates: int, produce: bool = False) -> dict[str, Any]:
     import jsonpatch
 
-    from app.core.payload_rules import PayloadRules
+    from app.core.admission.payload_rules import PayloadRules
     from app.shell.schema_files import load_schema_documents
 
     rules = PayloadRules.from_documents(load_schema_documents())

@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.core.frames import DEFAULT_FULL_EVERY, Recipient, SubscriberCursor, plan_frames
-from app.core.patch import PatchError, apply_patch, json_equal, verified_diff
-from app.core.surfaces import SurfaceChange
+from app.core.projection.frames import DEFAULT_FULL_EVERY, Recipient, SubscriberCursor, plan_frames
+from app.core.projection.patch import PatchError, apply_patch, json_equal, verified_diff
+from app.core.projection.surfaces import SurfaceChange
 from app.devtools.bench_projection.inputs import TARGET_BYTES_RATIO, TARGET_SPEEDUP
 
 __all__ = ["invalid_patches", "measure_bytes", "measure_diff", "random_pairs"]

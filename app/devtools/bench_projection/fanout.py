@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.frames import Recipient, plan_frames
-from app.core.surfaces import SurfaceChange
+from app.core.projection.frames import Recipient, plan_frames
+from app.core.projection.surfaces import SurfaceChange
 from app.devtools.bench_projection.inputs import FANOUT, FANOUT_TOPICS
 
 __all__ = ["fanout_on", "measure_fanout", "measure_fanout_produced"]
@@ -139,7 +139,7 @@ async def fanout_on(bootstrap: str, changes: list[SurfaceChange]) -> list[dict[s
 
     from aiokafka.admin import AIOKafkaAdminClient
 
-    from app.core.topic_plan import subscriber_topic
+    from app.core.runlog.topic_plan import subscriber_topic
     from app.shell.worker.topics_admin import ensure_topics, load_definitions
 
     definitions = load_definitions()

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from app.core.admission import Admitted, decide
-from app.core.policy import SURFACE_KIND, HostPolicy
-from app.core.surfaces import Projection, SurfaceChange, project
+from app.core.admission.decision import Admitted, decide
+from app.core.admission.policy import SURFACE_KIND, HostPolicy
+from app.core.projection.surfaces import Projection, SurfaceChange, project
 
 __all__ = [
     "BASIC",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.frames import DEFAULT_FULL_EVERY
+from app.core.projection.frames import DEFAULT_FULL_EVERY
 from app.devtools.bench_output import load_text
 from app.devtools.bench_projection.inputs import TARGET_BYTES_RATIO, TARGET_SPEEDUP
 

@@ -13,8 +13,8 @@ import aiohttp
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from app.core.keys import log_key
-from app.core.wire_ids import project_run_id
+from app.core.http.wire_ids import project_run_id
+from app.core.runlog.keys import log_key
 from app.devtools.bench_scale.designs import PROGRESS_FRESH_S, WAIT_SECONDS, WINDOW
 from app.devtools.bench_scale.mix import Mix, MixRun
 from app.devtools.bench_scale.workers import (

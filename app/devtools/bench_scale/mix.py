@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from app.core.examples import BASIC_CATALOG
-from app.core.keys import partition_for_run
+from app.core.common.examples import BASIC_CATALOG
+from app.core.runlog.keys import partition_for_run
 from app.devtools.bench_scale.designs import NOW
 
 __all__ = ["Mix", "MixConfig", "MixRecord", "MixRun", "checkpoints"]

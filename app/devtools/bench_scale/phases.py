@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from app.core.wire_ids import project_run_id
+from app.core.http.wire_ids import project_run_id
 from app.devtools.bench_scale.deployment import Bench
 from app.devtools.bench_scale.designs import STOP_SECONDS, SUB_CHUNK, WAIT_SECONDS
 from app.devtools.bench_scale.mix import MixRun, checkpoints

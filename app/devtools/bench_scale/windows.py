@@ -9,7 +9,7 @@ import asyncio
 import time
 from typing import Any
 
-from app.core.wire_ids import project_run_id
+from app.core.http.wire_ids import project_run_id
 from app.devtools.bench_output import pct
 from app.devtools.bench_scale.deployment import Bench
 from app.devtools.bench_scale.designs import SUB_CHUNK

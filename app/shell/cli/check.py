@@ -2,9 +2,9 @@
 offline, exactly as the worker would, and print one JSON verdict per input.
 
 Shell module: reads the file (or stdin), loads the schema documents, takes the time from the
-clock, and calls the pure ``app.core.admission.decide`` once per record, keeping one RunState
-per run across the inputs (so the fold guard and E2 see earlier records). A producer team runs
-this in its own CI before publishing.
+clock, and calls the pure ``app.core.admission.decision.decide`` once per record, keeping one
+RunState per run across the inputs (so the fold guard and E2 see earlier records). A producer team
+runs this in its own CI before publishing.
 
 It reads the worker's settings from the same environment variables, with the same meaning
 and the same refusal of a bad value (exit 2 naming it): the floor and strictness
@@ -17,8 +17,8 @@ Input: JSON Lines (one admission record per line; blank lines skipped), or one J
 holding a record or an array of records; with ``--run RUN``, bare envelopes, each wrapped as
 ``POST /runs/RUN/envelopes`` does. A line that is not JSON (or not UTF-8) gets its own refusal,
 with the worker's rule (``record-json``, ``record-utf8``), and the rest are still decided. Each
-record's bytes go through the worker's intake (``app.core.intake.read_admission``: the size
-limit, duplicate member names, integers outside 64 bits, nesting).
+record's bytes go through the worker's intake (``app.core.admission.intake.read_admission``: the
+size limit, duplicate member names, integers outside 64 bits, nesting).
 
 Output, one line per record: ``{"index", "outcome": "admitted"|"refused"|"deduplicated",
 "code", "rule", "path", "message", "sequence"}`` (``line`` too in JSON Lines mode).
@@ -37,14 +37,14 @@ from typing import Any
 
 import orjson
 
-from app.core.admission import Admitted, Deduplicated, Refused, decide, encode_event
-from app.core.http_admission import envelope_request
-from app.core.http_errors import HttpError
-from app.core.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
-from app.core.policy import SURFACE_KIND, HostPolicy
-from app.core.refusal import Violation
-from app.core.rules import RECORD_JSON, RECORD_SHAPE, RECORD_UTF8, refuse, rule_of
-from app.core.run_state import RunState
+from app.core.admission.decision import Admitted, Deduplicated, Refused, decide, encode_event
+from app.core.admission.intake import DEFAULT_MAX_RECORD_BYTES, Intake, read_admission
+from app.core.admission.policy import SURFACE_KIND, HostPolicy
+from app.core.admission.refusal import Violation
+from app.core.admission.rules import RECORD_JSON, RECORD_SHAPE, RECORD_UTF8, refuse, rule_of
+from app.core.http.admission import envelope_request
+from app.core.http.errors import HttpError
+from app.core.runlog.run_state import RunState
 from app.shell.errors import OperatorError
 from app.shell.settings import admission_limits, floor_and_strictness, load_secrets
 
@@ -179,11 +179,11 @@ def _array_items(data: bytes) -> list[bytes]:
 
 def _envelope_record(raw: bytes, run_id: str, max_bytes: int) -> Any:
     """A bare envelope -> the admission record ``POST /runs/{run_id}/envelopes`` builds around
-    its bytes (app.core.http_admission), through intake: the record, or the Violation."""
+    its bytes (app.core.http.admission), through intake: the record, or the Violation."""
     built = envelope_request(run_id, raw, max_record_bytes=max_bytes)
     if isinstance(built, HttpError):
         # The endpoint's refusal, carried in its error's details (rule, pointer and our code:
-        # app.core.http_admission.violation_response); a body that is no envelope names none.
+        # app.core.http.admission.violation_response); a body that is no envelope names none.
         details = dict(built.body.get("details") or {})
         rule = rule_of(str(details.pop("rule", RECORD_SHAPE.id)))
         code = str(details.pop("refusal", rule.code))
@@ -286,7 +286,7 @@ def _read(path: str) -> bytes | None:
 
 
 def _load_rules() -> Any:
-    from app.core.payload_rules import PayloadRules
+    from app.core.admission.payload_rules import PayloadRules
     from app.shell.schema_files import load_schema_documents
 
     return PayloadRules.from_documents(load_schema_documents())

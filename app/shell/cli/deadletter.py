@@ -1,8 +1,8 @@
 """``a2ui-stream deadletter list|show|replay``: inspect refusals and re-submit them.
 
 Shell module (the CLI's room): reads the dead-letter topic (read_committed), asks
-``app.core.ops`` what to print or re-submit, and publishes the re-submissions to the admission
-topic. docs/operations.md has examples.
+``app.core.admission.ops`` what to print or re-submit, and publishes the re-submissions to the
+admission topic. docs/operations.md has examples.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from app.core.ops import (
+from app.core.admission.ops import (
     NotReplayable,
     Position,
     Resubmission,

@@ -1,7 +1,7 @@
 """Operators' commands on runs: ``runs delete`` and ``log`` (``deadletter`` is
 ``app.shell.cli.deadletter``).
 
-Shell module: reads the log topic (read_committed), asks ``app.core.ops`` what to print or
+Shell module: reads the log topic (read_committed), asks ``app.core.admission.ops`` what to print or
 tombstone, and performs the sends. docs/operations.md has examples.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from app.core.keys import partition_for_run
-from app.core.ops import event_line, run_events, tombstone_keys
+from app.core.admission.ops import event_line, run_events, tombstone_keys
+from app.core.runlog.keys import partition_for_run
 from app.shell.cli.client import client_command, read_committed, topic_names
 from app.shell.errors import OperatorError
 from app.shell.settings import load_settings

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from app.core.http_guard import is_loopback_bind
+from app.core.http.guard import is_loopback_bind
 from app.shell.cli import topics
 from app.shell.cli.broker import Broker, probe_transactions, start_broker, watch_and_remove
 from app.shell.cli.client import checked_bootstrap

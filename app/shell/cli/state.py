@@ -1,8 +1,8 @@
 """``a2ui-stream state rebuild``: the validator's run-state changelog rebuilt from the log.
 
 Shell module: reads the log, dead-letter and changelog partitions (read_committed) and the
-validator group's committed offsets, asks ``app.core.validator_restore`` for the replayed state
-and what to write, and performs the sends. The log is the source of truth; the changelog is a
+validator group's committed offsets, asks ``app.core.admission.validator_restore`` for the replayed
+state and what to write, and performs the sends. The log is the source of truth; the changelog is a
 cache of it (docs/pipeline.md "Restore"), so rebuilding it is always safe with the workers
 stopped, and never needed for correctness: a worker that finds it absent or not matching the
 log replays the log by itself.
@@ -19,9 +19,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from app.core.run_snapshot import CHECKPOINT_KEY
-from app.core.validator_batch import Send
-from app.core.validator_restore import catch_up, restore_partition
+from app.core.admission.validator_batch import Send
+from app.core.admission.validator_restore import catch_up, restore_partition
+from app.core.runlog.run_snapshot import CHECKPOINT_KEY
 from app.shell.cli.client import client_command
 from app.shell.errors import OperatorError
 from app.shell.settings import Settings, load_settings

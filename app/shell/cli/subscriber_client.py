@@ -7,8 +7,8 @@ Shell module, importable by user services::
     async for delivered in client.surfaces(stop_event):
         render(delivered.surface)      # HeldSurface: validated content, trust, actions flags
 
-Each frame goes through ``app.core.subscriber.receive``: deltas are applied by the strict RFC
-6902 applier and the result is re-validated (v1 closed catalog, v2 profile) before it is
+Each frame goes through ``app.core.projection.subscriber.receive``: deltas are applied by the strict
+RFC 6902 applier and the result is re-validated (v1 closed catalog, v2 profile) before it is
 handed out; on any failure the surface is held as stale and a resync request is published, and
 the projector answers with one full frame (docs/projection.md). Every ``full_every``-th delta
 also carries a digest of the projector's surface: a held surface that drifted (e.g. one the
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from app.core.frames import DEFAULT_FULL_EVERY
-from app.core.payload_rules import PayloadRules
-from app.core.subscriber import (
+from app.core.admission.payload_rules import PayloadRules
+from app.core.projection.frames import DEFAULT_FULL_EVERY
+from app.core.projection.subscriber import (
     Delivered,
     InvalidSurface,
     ResyncNeeded,
@@ -45,8 +45,8 @@ from app.core.subscriber import (
     due_resyncs,
     receive,
 )
-from app.core.subscriptions import Subscription, encode_subscription
-from app.core.topic_plan import subscriber_topic
+from app.core.projection.subscriptions import Subscription, encode_subscription
+from app.core.runlog.topic_plan import subscriber_topic
 from app.shell.schema_files import load_schema_documents
 from app.shell.settings import Settings, load_settings
 from app.shell.worker.topics_admin import desired_for, ensure_topics, load_definitions

@@ -11,7 +11,7 @@ import asyncio
 import sys
 from typing import Any
 
-from app.core.topic_plan import TopicPlan
+from app.core.runlog.topic_plan import TopicPlan
 from app.shell.cli.client import client_command
 from app.shell.settings import load_settings
 from app.shell.worker.topics_admin import desired_for, ensure_topics

@@ -1,4 +1,4 @@
-"""The HTTP room: the dispatcher and handlers of the one route table (app.core.routes), the
+"""The HTTP room: the dispatcher and handlers of the one route table (app.core.http.routes), the
 SSE/poll streams, forwarding to a partition's owner, the admission gateway and the viewer's
 pages.
 

@@ -2,7 +2,7 @@
 mutating handler shares (openwop-a2ui.md §12, §13; docs/http.md).
 
 Shell module. ``Admissions`` (one per ``HttpApi``) publishes an admission request the core
-built (``app.core.http_admission``) through ``AdmissionGateway`` (the admission topic and the
+built (``app.core.http.admission``) through ``AdmissionGateway`` (the admission topic and the
 validator, never a shortcut) and waits for its outcome (``admit``), or for this worker to have
 read a recorded transaction (``wait_complete``); the fork and run lifecycle handlers
 (``app.shell.http.fork``, ``app.shell.http.lifecycle``) use both. Its own handlers:
@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING
 import orjson
 from aiohttp import web
 
-from app.core.envelope_accept import SEAM_RUN, Admit, decide_accept, outcome_of
-from app.core.http_admission import (
+from app.core.http.admission import (
     AdmissionRequest,
     envelope_request,
     refusal_response,
     v1_seam_request,
     v2_seam_request,
 )
-from app.core.http_errors import HttpError, error
-from app.core.principals import bearer_token
+from app.core.http.envelope_accept import SEAM_RUN, Admit, decide_accept, outcome_of
+from app.core.http.errors import HttpError, error
+from app.core.http.principals import bearer_token
 from app.shell.clock import now_rfc3339
 from app.shell.http.gateway import Published
 from app.shell.http.responses import Call, error_response, json_response
@@ -136,7 +136,7 @@ class Admissions:
         return await self._seam(request, call, v1=True)
 
     async def v1_accept_seam(self, request: web.Request, call: Call) -> web.StreamResponse:
-        """The v1 acceptor seam (app.core.envelope_accept): 200 with an EnvelopeOutcome.
+        """The v1 acceptor seam (app.core.http.envelope_accept): 200 with an EnvelopeOutcome.
         ``gated`` and ``blocked`` are decided from the request; every other envelope is
         admitted through the production path on the seam's run (forwarded to its owner). Served
         only where ``serves_envelope_accept`` says (the route table's ``envelope_accept``)."""

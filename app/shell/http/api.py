@@ -1,15 +1,15 @@
 """OpenWOP over HTTP on the worker's web server (issue 6; docs/http.md).
 
 Shell module: the one dispatcher, the caller's authorization (bearer tokens, tenants and rights:
-``app.core.principals``, issue 18), the checks every handler shares (the run's owner, the run
+``app.core.http.principals``, issue 18), the checks every handler shares (the run's owner, the run
 lookup) and the table of each route's handler; the handlers live by role in sibling modules,
 which import ``app.shell.http.responses`` and this module's ``HttpApi`` for its type only (this
 module imports them: they take the ``HttpApi`` whose state they read). The routes are
-data, ``app.core.routes.ROUTES`` (every route the worker serves: these, the viewer's, /health,
+data, ``app.core.http.routes.ROUTES`` (every route the worker serves: these, the viewer's, /health,
 /metrics; docs/http.md lists them with their auth and right); ``HttpApi.dispatch`` matches each
 request there and does the preamble once: the route (404), the token (401), the method (405
 with Allow), the run's owner, the body. ``GET /v1/openapi.json`` is the table as OpenAPI 3.1
-(``app.core.openapi``). Decisions come from the core (``routes``, ``wire_ids``,
+(``app.core.http.openapi``). Decisions come from the core (``routes``, ``wire_ids``,
 ``stream_modes``, ``discovery``, ``http_admission``, ``http_errors``); runs are read from
 ``RunIndex`` (the log, tailed); admissions go through ``AdmissionGateway`` (the admission topic
 and the validator, never a shortcut).
@@ -43,15 +43,15 @@ admission:
 (the v1 run paths take the same endpoints as the v2 ones but the poll)
 
 Every run route is answered by the worker that owns the run's partition (issue 15 item 2):
-``HttpApi.owner_route`` asks ``app.core.ownership.route`` whether this worker serves it,
+``HttpApi.owner_route`` asks ``app.core.runlog.ownership.route`` whether this worker serves it,
 forwards it to the owner (``app.shell.http.forward``), or answers 503 with Retry-After while
 the partition has no ready owner (a rebalance). Admissions and host commands are forwarded
 too: the owner publishes, waits for the outcome on its own tail and answers only once its store
 holds the event, so every later read (served by that owner) sees it.
 
 Before any route runs, ``request_guard`` (the web app's one middleware,
-``app.shell.http.guard``) applies ``app.core.http_guard`` to every request. Request bodies are
-read with a deadline and go through the Kafka path's intake (``app.core.http_admission``).
+``app.shell.http.guard``) applies ``app.core.http.guard`` to every request. Request bodies are
+read with a deadline and go through the Kafka path's intake (``app.core.http.admission``).
 """
 
 from __future__ import annotations
@@ -65,19 +65,16 @@ import faust
 from aiohttp import web
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
 
-from app.core.discovery import HEADERS as DISCOVERY_HEADERS
-from app.core.discovery import (
+from app.core.http.admission import read_json_body
+from app.core.http.discovery import HEADERS as DISCOVERY_HEADERS
+from app.core.http.discovery import (
     DiscoveryConfig,
     document_for,
     serves_delta_transport,
 )
-from app.core.http_admission import read_json_body
-from app.core.http_errors import HttpError, error
-from app.core.http_snapshot import DEFAULT_TENANT
-from app.core.keys import partition_for_run
-from app.core.openapi import document
-from app.core.ownership import FORWARDED_HEADER, Forward, Local, route
-from app.core.principals import (
+from app.core.http.errors import HttpError, error
+from app.core.http.openapi import document
+from app.core.http.principals import (
     LAPTOP,
     Allowed,
     Principal,
@@ -90,8 +87,11 @@ from app.core.principals import (
     bearer_token,
     may,
 )
-from app.core.routes import ROUTES, Matched, NotRouted, Route, WrongMethod, match
-from app.core.wire_ids import no_endpoint_message, split_run_path
+from app.core.http.routes import ROUTES, Matched, NotRouted, Route, WrongMethod, match
+from app.core.http.snapshot import DEFAULT_TENANT
+from app.core.http.wire_ids import no_endpoint_message, split_run_path
+from app.core.runlog.keys import partition_for_run
+from app.core.runlog.ownership import FORWARDED_HEADER, Forward, Local, route
 from app.shell.http.admission import Admissions
 from app.shell.http.fork import fork_run
 from app.shell.http.forward import Forwarder
@@ -144,12 +144,12 @@ class HttpApi:
         self.discovery = discovery
         # read once at start (app.shell.http.principals_file.principals_for): who may do what where
         self.principals = principals
-        # served only where discovery advertises it (the one predicate of app.core.discovery)
+        # served only where discovery advertises it (the one predicate of app.core.http.discovery)
         self.delta_transport = delta_transport and serves_delta_transport(discovery)
         self.wait_seconds = wait_seconds
         self.max_record_bytes = max_record_bytes
         self.read_timeout = read_timeout
-        self.routes = routes  # served at this configuration (app.core.routes.served)
+        self.routes = routes  # served at this configuration (app.core.http.routes.served)
         self.openapi_document = document(routes, version=discovery.version)
         # the handlers by role (sibling modules), each reading this api's state
         self.reads = RunReads(self)
@@ -161,7 +161,7 @@ class HttpApi:
     # -- registration ---------------------------------------------------------------------------
 
     def _handlers(self) -> dict[str, Handler]:
-        """Each route's handler by its name in the table (app.core.routes.ROUTES)."""
+        """Each route's handler by its name in the table (app.core.http.routes.ROUTES)."""
         reads, admissions, lifecycle = self.reads, self.admissions, self.lifecycle
         handlers: dict[str, Handler] = {
             "discover": self.discover,
@@ -248,8 +248,8 @@ class HttpApi:
     def _caller(
         self, request: web.Request, found: Matched | WrongMethod
     ) -> Principal | web.Response:
-        """Who the caller is and whether it may use this route (issue 18; app.core.principals),
-        by the route's scope (app.core.routes): a run route is authorized for its right in the
+        """Who the caller is and whether it may use this route (issue 18; app.core.http.principals),
+        by the route's scope (app.core.http.routes): a run route is authorized for its right in the
         runId's tenant before anything else reads the run; a route that creates a run, in the
         tenant it creates it in; any other (the listings, the seams, whose run is in the body,
         a catch-all) needs the right in some tenant here, and checks the tenant later (a

@@ -3,7 +3,7 @@
 
 Shell module. The handler reads the source run (``HttpApi.lookup``), places the child on a
 partition this worker owns (``HttpApi.fresh_run_id``), publishes the host command the core
-built (``app.core.http_admission.fork_request``) through ``Admissions.admit`` and waits until
+built (``app.core.http.admission.fork_request``) through ``Admissions.admit`` and waits until
 this worker has read the child's events (``Admissions.wait_complete``). Imports the core's fork
 decisions, ``app.shell.http.responses``; ``app.shell.http.api`` for its type only.
 """
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from app.core.http_admission import ForkPoint, fork_request
-from app.core.http_errors import HttpError
-from app.core.run_lifecycle import lineage_of
-from app.core.wire_ids import project_run_id
+from app.core.http.admission import ForkPoint, fork_request
+from app.core.http.errors import HttpError
+from app.core.http.wire_ids import project_run_id
+from app.core.runlog.run_lifecycle import lineage_of
 from app.shell.http.responses import Call, error_response, json_response, unavailable
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ resumes with ``Last-Event-ID``, which reaches the new owner).
 
 Not an open proxy: it is called only by the run routes (``app.shell.http.api``) after the
 caller authenticated here, and only with an owner's advertised origin from the owners topic
-(``app.core.ownership.advertised_url_problem`` admits ``scheme://host:port`` only), to which
+(``app.core.runlog.ownership.advertised_url_problem`` admits ``scheme://host:port`` only), to which
 the run route's own path is appended.
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from app.core.http_errors import error
-from app.core.ownership import FORWARDED_HEADER
+from app.core.http.errors import error
+from app.core.runlog.ownership import FORWARDED_HEADER
 
 __all__ = ["Forwarder"]
 

@@ -6,12 +6,12 @@ run's partition (docs/topics.md), exactly as a Kafka producer would, and the out
 the validator wrote: the log record(s) or the dead letter whose ``a2ui-source`` header names
 the published record's ``partition:offset`` (app.shell.worker.run_index).
 
-The record arrives as bytes (app.core.http_admission built them around the client's own bytes
+The record arrives as bytes (app.core.http.admission built them around the client's own bytes
 where it could): this module never re-encodes what it publishes. ``admit`` is the one publish
 path. A host command (``sealed=True``: run create and cancel, interrupt resolve, an action, a
-fork) is sealed with the deployment's gateway key (app.core.command_seal, the ``a2ui-gateway``
-header): the validator decides no command without it, so only this gateway, after the HTTP
-API authenticated the caller and checked the action, can say what a person did.
+fork) is sealed with the deployment's gateway key (app.core.admission.command_seal, the
+``a2ui-gateway`` header): the validator decides no command without it, so only this gateway, after
+the HTTP API authenticated the caller and checked the action, can say what a person did.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from app.core.command_seal import HEADER, seal
-from app.core.keys import partition_for_run
+from app.core.admission.command_seal import HEADER, seal
+from app.core.runlog.keys import partition_for_run
 from app.shell.worker.run_index import RunIndex
 from app.shell.worker.run_outcomes import RecordOutcome
 

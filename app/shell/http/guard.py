@@ -1,4 +1,4 @@
-"""The web app's one middleware: every request meets ``app.core.http_guard`` before any route.
+"""The web app's one middleware: every request meets ``app.core.http.guard`` before any route.
 
 Shell module (the HTTP room). The worker (``app.shell.worker.faust_app``) installs it on the
 web app Faust builds; it runs before the dispatcher (``app.shell.http.api.HttpApi.dispatch``:
@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from app.core.http_admission import body_too_large
-from app.core.http_errors import error
-from app.core.http_guard import RequestHead, check_request
-from app.core.routes import NotRouted, Route, match
+from app.core.http.admission import body_too_large
+from app.core.http.errors import error
+from app.core.http.guard import RequestHead, check_request
+from app.core.http.routes import NotRouted, Route, match
 from app.shell.http.responses import error_response, wrong_method
 
 __all__ = ["Middleware", "request_guard"]
@@ -31,7 +31,7 @@ Middleware = Callable[
 def request_guard(
     *, loopback_only: bool, max_record_bytes: int, routes: tuple[Route, ...]
 ) -> Middleware:
-    """The web app's one middleware: every request meets ``app.core.http_guard`` before the
+    """The web app's one middleware: every request meets ``app.core.http.guard`` before the
     dispatcher (``HttpApi.dispatch``: ours, the viewer's, /health, /metrics) runs, and the web
     server's own refusals (a body beyond ``client_max_size``) are OpenWOP error envelopes
     instead of aiohttp's plain text. ``loopback_only`` is the laptop mode (auth off);

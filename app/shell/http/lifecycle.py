@@ -4,7 +4,7 @@
 Shell module. ``Lifecycle`` (one per ``HttpApi``) holds the handlers of ``POST /runs`` (and
 ``POST /v1/runs``), ``POST /runs/{runId}/cancel``, ``POST /runs/{runId}/interrupts/{nodeId}``
 and ``POST /runs/{runId}/actions``. Each publishes one host command (``command``: built by
-``app.core.http_admission.command_request``, admitted through ``Admissions.admit``) and answers
+``app.core.http.admission.command_request``, admitted through ``Admissions.admit``) and answers
 once this worker has read its events. Imports the core's decisions (actions, run lifecycle,
 surfaces, ownership), ``app.shell.http.responses``, the gateway's and the run index's types;
 ``app.shell.http.api`` for its type only.
@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from app.core.actions import check_action
-from app.core.http_admission import command_request, violation_response
-from app.core.http_errors import HttpError, error
-from app.core.http_snapshot import DEFAULT_TENANT
-from app.core.ownership import FORWARDED_HEADER, Forward
-from app.core.refusal import Violation
-from app.core.run_lifecycle import created_status
-from app.core.surfaces import V1_SURFACE_ID, SurfaceKey, replay
-from app.core.wire_ids import project_run_id
+from app.core.admission.refusal import Violation
+from app.core.http.actions import check_action
+from app.core.http.admission import command_request, violation_response
+from app.core.http.errors import HttpError, error
+from app.core.http.snapshot import DEFAULT_TENANT
+from app.core.http.wire_ids import project_run_id
+from app.core.projection.surfaces import V1_SURFACE_ID, SurfaceKey, replay
+from app.core.runlog.ownership import FORWARDED_HEADER, Forward
+from app.core.runlog.run_lifecycle import created_status
 from app.shell.http.gateway import Published
 from app.shell.http.responses import Call, error_response, json_response, unavailable
 from app.shell.worker.run_log import RunLog

@@ -1,20 +1,21 @@
 """The tokens file (``A2UI_STREAM_HTTP_TOKENS_FILE``), read once at start (issue 18 item 1).
 
-Shell module: reads the file's bytes and calls the pure ``app.core.principals.parse_principals``
-once; ``principals_for`` joins it with the plain ``A2UI_STREAM_HTTP_TOKENS`` list (every tenant,
-every right) and the laptop mode (``A2UI_STREAM_HTTP_AUTH=off``: ``TOKENLESS``, the file is not
-read, as tokens are ignored there today). The worker builds the result once at start and the
-route dispatcher (``app.shell.http.api``) checks every request with
-``app.core.principals.authorize`` (docs/http.md, "Tenant-scoped tokens").
+Shell module: reads the file's bytes and calls the pure
+``app.core.http.principals.parse_principals`` once; ``principals_for`` joins it with the plain
+``A2UI_STREAM_HTTP_TOKENS`` list (every tenant, every right) and the laptop mode
+(``A2UI_STREAM_HTTP_AUTH=off``: ``TOKENLESS``, the file is not read, as tokens are ignored there
+today). The worker builds the result once at start and the route dispatcher (``app.shell.http.api``)
+checks every request with ``app.core.http.principals.authorize``
+(docs/http.md, "Tenant-scoped tokens").
 
 Secrets: the file holds SHA-256 digests only, and nothing here logs. An error names the
-variable, the file, the entry and the field (``app.core.principals.Malformed``), never a token
+variable, the file, the entry and the field (``app.core.http.principals.Malformed``), never a token
 or a digest, and an unreadable file says why by the OS error's name, not its content.
 """
 
 from __future__ import annotations
 
-from app.core.principals import (
+from app.core.http.principals import (
     TOKENLESS,
     Malformed,
     Principals,

@@ -1,7 +1,7 @@
 """What every handler module of the HTTP API shares: the ``Call`` a handler receives, the
 handler types, and the answers several of them give (docs/http.md).
 
-Shell module. Imports the core's error shapes (``app.core.http_errors``) and aiohttp, nothing
+Shell module. Imports the core's error shapes (``app.core.http.errors``) and aiohttp, nothing
 of the shell: the dispatcher (``app.shell.http.api``) and each handler module
 (``app.shell.http.run_reads``, ``admission``, ``fork``, ``lifecycle``, ``run_listing``) import
 it, never the other way round.
@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from app.core.http_errors import HttpError, error
-from app.core.principals import Principal, Right, Unauthenticated
-from app.core.routes import Route
+from app.core.http.errors import HttpError, error
+from app.core.http.principals import Principal, Right, Unauthenticated
+from app.core.http.routes import Route
 
 __all__ = [
     "Call",

@@ -4,7 +4,7 @@
 Shell module. ``RunListing`` (one per ``HttpApi``) answers one page of the deployment's runs:
 this worker's rows of the partitions it owns and has read, and every other owner's, asked once
 each through ``app.shell.http.forward`` (``owner_page``/``read_owner_page`` are the wire form
-of that answer). The decisions (the query, the order, the merge) are ``app.core.run_list``'s.
+of that answer). The decisions (the query, the order, the merge) are ``app.core.http.run_list``'s.
 Imports the core, ``app.shell.http.responses``, ``app.shell.http.run_reads.run_doc``;
 ``app.shell.http.api`` for its type only.
 """
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from app.core.http_errors import HttpError
-from app.core.http_snapshot import DEFAULT_TENANT
-from app.core.ownership import FORWARDED_HEADER
-from app.core.principals import Principal, may, tenant_of
-from app.core.run_list import ListQuery, Row, listable, merge, parse_list_query, rows_after
+from app.core.http.errors import HttpError
+from app.core.http.principals import Principal, may, tenant_of
+from app.core.http.run_list import ListQuery, Row, listable, merge, parse_list_query, rows_after
+from app.core.http.snapshot import DEFAULT_TENANT
+from app.core.runlog.ownership import FORWARDED_HEADER
 from app.shell.http.responses import Call, error_response, json_response, unavailable
 from app.shell.http.run_reads import run_doc
 
@@ -37,7 +37,7 @@ class RunListing:
         self.api = api
 
     async def list_runs(self, request: web.Request, call: Call) -> web.StreamResponse:
-        """One page of the deployment's runs (app.core.run_list: newest first, keyset cursor)
+        """One page of the deployment's runs (app.core.http.run_list: newest first, keyset cursor)
         that the caller may read (issue 18: the ``read`` right, the rows of its tenants only;
         the dispatcher checked the right). Each owner lists the partitions it owns and has
         read; this worker asks every other owner once, with the caller's Authorization (a forwarded

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from app.core.http_errors import HttpError
-from app.core.http_snapshot import SNAPSHOT_EVENT_TYPES, snapshot
-from app.core.stream_modes import parse_last_event_id, parse_poll_query, parse_stream_mode
+from app.core.http.errors import HttpError
+from app.core.http.snapshot import SNAPSHOT_EVENT_TYPES, snapshot
+from app.core.http.stream_modes import parse_last_event_id, parse_poll_query, parse_stream_mode
 from app.shell.http.responses import Call, error_response, json_response
 from app.shell.worker.run_log import RunLog
 
@@ -28,7 +28,7 @@ __all__ = ["RunReads", "run_doc"]
 
 
 def run_doc(run: RunLog, *, major: int) -> dict[str, Any]:
-    """The run's status document (app.core.http_snapshot) under OpenWOP major ``major``."""
+    """The run's status document (app.core.http.snapshot) under OpenWOP major ``major``."""
     # only the host events the snapshot reads are decoded (never an envelope's payload)
     events = (e.event for e in run.events if e.type in SNAPSHOT_EVENT_TYPES)
     return snapshot(run.run_id, run.status, run.last_sequence, events, major=major)

@@ -9,12 +9,12 @@ Each SSE connection keeps an exclusive cursor: it writes every event
 with a sequence above it, in order, then waits for the run to change, writing a keep-alive
 comment while idle (``KeepAlive``: one timer for every idle stream of the worker, not one
 per stream per wake), and closes after the run's terminal event. With ``?a2uiDelta=1`` (v1 path,
-when enabled) v1 surface events go through ``app.core.sse_frames.next_output``: an RFC 0114
-delta when one verifies, the recorded event otherwise.
+when enabled) v1 surface events go through ``app.core.projection.sse_frames.next_output``: an RFC
+0114 delta when one verifies, the recorded event otherwise.
 
-Every read gives each event as ``app.core.sse_frames.present`` shows it: sticky taint, derived
-from the run's WHOLE log prefix (a connection resuming after ``Last-Event-ID`` and a poll after
-``afterSequence`` walk the events before their cursor too), so no read launders a tainted
+Every read gives each event as ``app.core.projection.sse_frames.present`` shows it: sticky taint,
+derived from the run's WHOLE log prefix (a connection resuming after ``Last-Event-ID`` and a poll
+after ``afterSequence`` walk the events before their cursor too), so no read launders a tainted
 surface (issue 14 item 7; RFC 0209 §C.12).
 """
 
@@ -29,8 +29,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from app.core.payload_rules import PayloadRules
-from app.core.sse_frames import (
+from app.core.admission.payload_rules import PayloadRules
+from app.core.http.stream_modes import event_in_modes
+from app.core.projection.sse_frames import (
     NO_TAINT,
     DeltaCursor,
     StreamOutput,
@@ -41,8 +42,7 @@ from app.core.sse_frames import (
     present,
     sse_frame,
 )
-from app.core.stream_modes import event_in_modes
-from app.core.surfaces import Projection, project
+from app.core.projection.surfaces import Projection, project
 from app.shell.worker.run_index import RunIndex
 from app.shell.worker.run_log import LoggedEvent, RunLog
 
@@ -310,7 +310,9 @@ class RunStreams:
             pending = run.after(after)
             for logged in pending:
                 after = logged.sequence
-                if values:  # the projection's trust is sticky already (app.core.surfaces)
+                if (
+                    values
+                ):  # the projection's trust is sticky already (app.core.projection.surfaces)
                     projection, _ = project(projection, logged.event)
                     body = _snapshot(run, projection, after)
                     await response.write(sse_frame("state.snapshot", body, after))

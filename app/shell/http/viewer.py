@@ -4,9 +4,9 @@ Shell module. Serves the viewer that ``viewer/`` builds into ``app/viewer_dist/`
 viewer``: ``npm ci && npm run build``) and one JSON read for its index; the page itself reads
 the OpenWOP HTTP API (``/v1/runs/{runId}/events?a2uiDelta=1``) and sends actions only to
 ``POST /runs/{runId}/actions``. Decisions (asset names, the security policy, the listing) come
-from ``app.core.viewer_index``.
+from ``app.core.http.viewer_index``.
 
-Routes (their table is app.core.routes; the dispatcher is app.shell.http.api's):
+Routes (their table is app.core.http.routes; the dispatcher is app.shell.http.api's):
   GET /ui, /ui/                the index of recent runs (the page)
   GET /ui/runs/{runId}         one run's live surfaces (the page; runId in its projected form)
   GET /ui/assets/{name}        the built script, stylesheet and source maps
@@ -30,10 +30,8 @@ from typing import Any, Protocol
 import orjson
 from aiohttp import web
 
-from app.core.http_errors import error
-from app.core.http_snapshot import DEFAULT_TENANT
-from app.core.ownership import FORWARDED_HEADER
-from app.core.principals import (
+from app.core.http.errors import error
+from app.core.http.principals import (
     TOKENLESS,
     Principal,
     Principals,
@@ -44,8 +42,10 @@ from app.core.principals import (
     plain_principals,
     tenant_of,
 )
-from app.core.run_lifecycle import TERMINAL_STATUSES
-from app.core.viewer_index import CONTENT_SECURITY_POLICY, RunSummary, asset_type, recent_runs
+from app.core.http.snapshot import DEFAULT_TENANT
+from app.core.http.viewer_index import CONTENT_SECURITY_POLICY, RunSummary, asset_type, recent_runs
+from app.core.runlog.ownership import FORWARDED_HEADER
+from app.core.runlog.run_lifecycle import TERMINAL_STATUSES
 from app.shell.settings import Settings
 from app.shell.worker.run_store import RunSummary as StoredSummary
 
@@ -197,7 +197,7 @@ class ViewerPages:
         )
 
     def _caller(self, request: web.Request) -> Principal | web.Response:
-        """The HTTP API's bearer rule (app.core.principals: constant-time, never logged); the
+        """The HTTP API's bearer rule (app.core.http.principals: constant-time, never logged); the
         dispatcher has checked it and the ``read`` right already, this keeps the handler safe
         on its own. Only the runs of the tenants the caller may read are listed."""
         who = authenticate(self.principals, bearer_token(request.headers.get("Authorization")))
@@ -239,7 +239,7 @@ def register(
     gatherer: Gatherer,
     principals: Principals | None = None,
 ) -> dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]]:
-    """The viewer's handlers by their route's name in the route table (app.core.routes: the
+    """The viewer's handlers by their route's name in the route table (app.core.http.routes: the
     paths, the methods and the bearer rule of ``/ui/api/runs`` are there; the dispatcher in
     app.shell.http.api serves them)."""
     pages = ViewerPages(

@@ -1,9 +1,9 @@
-"""The consumer-group assignor of the validator and the projector: ``app.core.assignment``.
+"""The consumer-group assignor of the validator and the projector: ``app.core.runlog.assignment``.
 
 Shell module: the aiokafka side of the pure decision. With its JoinGroup each member says
 which worker it is and which partitions its read side's store holds warm
 (``RunIndex.warm_partitions``); the group's leader, whichever member that is, assigns with
-``app.core.assignment.assign``: balanced, each worker its warm partitions where it can, the
+``app.core.runlog.assignment.assign``: balanced, each worker its warm partitions where it can, the
 same answer in both groups.
 
 It is the only protocol a member offers. aiokafka 0.14 sends one JoinGroup per configured
@@ -29,7 +29,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
-from app.core.assignment import assign, decode_member, encode_member
+from app.core.runlog.assignment import assign, decode_member, encode_member
 
 __all__ = ["WarmAssignor", "strategies"]
 
@@ -37,7 +37,7 @@ log = logging.getLogger("a2ui_stream.worker")
 
 
 class WarmAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
-    """``app.core.assignment`` as an aiokafka assignor (an instance: it knows its worker)."""
+    """``app.core.runlog.assignment`` as an aiokafka assignor (an instance: it knows its worker)."""
 
     name = "a2ui-warm"
     version = 0

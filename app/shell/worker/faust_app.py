@@ -22,12 +22,12 @@ import faust
 import mode
 
 from app import __version__
-from app.core.discovery import DiscoveryConfig, serves_envelope_accept
-from app.core.host_commands import FIXTURES
-from app.core.payload_rules import PayloadRules
-from app.core.policy import HostPolicy
-from app.core.routes import ROUTES, served
-from app.core.topic_plan import TopicSpec
+from app.core.admission.host_commands import FIXTURES
+from app.core.admission.payload_rules import PayloadRules
+from app.core.admission.policy import HostPolicy
+from app.core.http.discovery import DiscoveryConfig, serves_envelope_accept
+from app.core.http.routes import ROUTES, served
+from app.core.runlog.topic_plan import TopicSpec
 from app.shell import log_safety
 from app.shell.gateway_key import gateway_key
 from app.shell.http.api import HttpApi
@@ -80,7 +80,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
     ``OperatorError`` for settings that would expose the API (``check_exposure``)."""
     check_exposure(settings)
     discovery = _discovery(settings)
-    # the routes served at this configuration (app.core.routes): the guard, the dispatcher
+    # the routes served at this configuration (app.core.http.routes): the guard, the dispatcher
     # and the OpenAPI document read the same table
     routes = served(ROUTES, seams=settings.seams, envelope_accept=serves_envelope_accept(discovery))
     _quiet_payload_loggers()
@@ -127,7 +127,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
 
 
 def _discovery(settings: Settings) -> DiscoveryConfig:
-    """What discovery advertises at these settings (app.core.discovery)."""
+    """What discovery advertises at these settings (app.core.http.discovery)."""
     return DiscoveryConfig(
         floor=settings.floor,
         strictness=settings.strictness,
@@ -142,7 +142,7 @@ def _discovery(settings: Settings) -> DiscoveryConfig:
 def _pages(
     app: faust.App, settings: Settings, specs: dict[str, TopicSpec], metrics: Metrics
 ) -> dict[str, Any]:
-    """The handlers of the health and metrics routes (app.core.routes names them)."""
+    """The handlers of the health and metrics routes (app.core.http.routes names them)."""
     web = app.web
 
     async def health(request: Any) -> Any:

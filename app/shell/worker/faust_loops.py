@@ -16,9 +16,9 @@ import asyncio
 import faust
 import mode
 
-from app.core.payload_rules import PayloadRules
-from app.core.policy import HostPolicy
-from app.core.topic_plan import TopicSpec
+from app.core.admission.payload_rules import PayloadRules
+from app.core.admission.policy import HostPolicy
+from app.core.runlog.topic_plan import TopicSpec
 from app.shell.settings import Settings
 from app.shell.worker.metrics import Metrics
 from app.shell.worker.projector_config import ProjectorConfig

@@ -25,7 +25,7 @@ __all__ = ["BODY_ROOM", "SHUTDOWN_GRACE_SECONDS", "WorkerApp", "WorkerWeb", "wor
 
 # What the web server reads beyond A2UI_STREAM_MAX_RECORD_BYTES: room for the record around a
 # body (``{"runId": ..., "envelope": ...}``, a runId of up to 256 characters escaped), so a body
-# just over the limit is refused by intake with its exact size (app.core.http_admission).
+# just over the limit is refused by intake with its exact size (app.core.http.admission).
 BODY_ROOM = 64 * 1024
 
 # How long the web server waits for a running request when the worker stops (WorkerWeb).

@@ -13,7 +13,7 @@ partition's store, or drops it; (2) advertises the change on the compacted owner
 by partition: ``{partition, workerId, instance, url, generation, at, owned}`` (Kafka Streams'
 ``application.server``, carried in a topic instead of the group's member metadata, which
 aiokafka's assignors do not expose to the application); (3) tails that topic (it is tiny: one
-live record per partition) from the beginning, folding it with ``app.core.ownership
+live record per partition) from the beginning, folding it with ``app.core.runlog.ownership
 .apply_owner``, so every worker knows every partition's owner and its advertised URL.
 
 A worker without the validator role owns nothing and forwards every run request.
@@ -31,7 +31,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from app.core.ownership import Owner, apply_owner, decode_owner, encode_owner
+from app.core.runlog.ownership import Owner, apply_owner, decode_owner, encode_owner
 
 __all__ = ["NO_OWNERSHIP", "Ownership", "OwnershipHook", "generation_of"]
 

@@ -4,8 +4,8 @@ Shell module, read by ``app.shell.worker.projector_loop`` and its helpers
 (``projector_resync``, ``projector_registry``). ``ProjectorLoop.runs`` maps a runId to its
 ``CachedRun`` and ``ProjectorLoop.held`` counts the surfaces they hold; the bound
 (``ProjectorConfig.cache_surfaces``) is enforced by the core's plan after each batch
-(``app.core.projector_batch``: the runs it names are evicted). It imports ``app.core``; the
-loop's type only for annotations.
+(``app.core.projection.projector_batch``: the runs it names are evicted). It imports ``app.core``;
+the loop's type only for annotations.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from app.core import frames, projector_batch
-from app.core.projector_runs import CursorKey, RunSurfaces
+from app.core.projection import frames, projector_batch
+from app.core.projection.projector_runs import CursorKey, RunSurfaces
 
 if TYPE_CHECKING:
     from app.shell.worker.projector_loop import ProjectorLoop

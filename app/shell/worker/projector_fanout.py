@@ -18,7 +18,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from app.core.projector_runs import FrameRecord
+from app.core.projection.projector_runs import FrameRecord
 
 if TYPE_CHECKING:
     from app.shell.worker.projector_loop import ProjectorLoop

@@ -11,7 +11,7 @@ consumers:
   run is answered by the next owner once it has taken the run's partition: ``projector_resync``).
 
 A thin driver (issue 15 item 5; the validator's split, ``app.shell.worker.validator_loop``): every
-decision is ``app.core.projector_batch``'s. Per batch the loop fetches, decodes
+decision is ``app.core.projection.projector_batch``'s. Per batch the loop fetches, decodes
 (``projector_batch.decode``), rebuilds the runs the core names as missing (``needed_runs``; the
 only I/O of the step), calls ``projector_batch.plan_batch`` once with the cache and performs
 what it returns: it keeps the plan's runs and cursors in the cache, writes each frame to its
@@ -56,12 +56,13 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
-from app.core import projector_batch, topic_plan
-from app.core.policy import HostPolicy
-from app.core.projector_batch import BatchPlan, Refetch
-from app.core.subscriptions import Registry
-from app.core.surfaces import Surface, SurfaceKey
-from app.core.topic_plan import TopicSpec
+from app.core.admission.policy import HostPolicy
+from app.core.projection import projector_batch
+from app.core.projection.projector_batch import BatchPlan, Refetch
+from app.core.projection.subscriptions import Registry
+from app.core.projection.surfaces import Surface, SurfaceKey
+from app.core.runlog import topic_plan
+from app.core.runlog.topic_plan import TopicSpec
 from app.shell.worker import projector_metrics
 from app.shell.worker.assignor import WarmAssignor, strategies
 from app.shell.worker.kafka_io import group_consumer, read_range, until_done

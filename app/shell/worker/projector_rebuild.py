@@ -2,9 +2,9 @@
 
 Shell module, the projector's read path (``app.shell.worker.projector_loop``). A run that is not
 in the cache when a new event, a resync request or a subscriber's catch-up needs it is rebuilt
-from its recorded events (``app.core.projector_runs.rebuild_run``), read from the read side's
-run store when that holds them (``app.shell.worker.run_store``, the same worker's RocksDB) and
-otherwise from the log partition (``ProjectorLoop.read_log``, which the shell tests replace),
+from its recorded events (``app.core.projection.projector_runs.rebuild_run``), read from the read
+side's run store when that holds them (``app.shell.worker.run_store``, the same worker's RocksDB)
+and otherwise from the log partition (``ProjectorLoop.read_log``, which the shell tests replace),
 one read per partition per batch. A rebuilt run equals the one that was never evicted (the
 same fold over the same recorded events). ``a2ui_projector_rebuilds_total{source}`` counts
 them (``ProjectorLoop.rebuilt``).
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from app.core.keys import run_of_log_key
-from app.core.projector_batch import Need
-from app.core.projector_runs import RunSurfaces, complete_prefix, rebuild_run
+from app.core.projection.projector_batch import Need
+from app.core.projection.projector_runs import RunSurfaces, complete_prefix, rebuild_run
+from app.core.runlog.keys import run_of_log_key
 
 if TYPE_CHECKING:
     from app.shell.worker.projector_loop import ProjectorLoop

@@ -2,8 +2,8 @@
 
 Shell module, one of the projector's tails (``app.shell.worker.projector_loop`` runs
 ``follow_registry`` beside its batch loop). Every worker reads the whole compacted registry
-from the beginning (``app.core.subscriptions.register`` folds each record); a subscriber that
-registers or changes while runs it follows already have surfaces gets one full frame of each
+from the beginning (``app.core.projection.subscriptions.register`` folds each record); a subscriber
+that registers or changes while runs it follows already have surfaces gets one full frame of each
 (``catch_up``). ``tail`` is the plain tail of a topic (all partitions, no group) it reads with.
 
 Its functions take the loop. It imports ``app.core``, ``kafka_io`` and the projector's sibling
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer
 
-from app.core import projector_runs
-from app.core.projector_runs import RunSurfaces
-from app.core.subscriptions import register
+from app.core.projection import projector_runs
+from app.core.projection.projector_runs import RunSurfaces
+from app.core.projection.subscriptions import register
 from app.shell.worker.kafka_io import partitions_of
 from app.shell.worker.projector_fanout import send_all
 from app.shell.worker.projector_rebuild import with_runs

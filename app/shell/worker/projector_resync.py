@@ -10,7 +10,7 @@ answer carries the request's ``a2ui-resync`` = ``partition:offset`` header and i
 ``resync: true`` in the frame (``frames.answer_resync``), so a subscriber that still cannot use
 it holds the surface invalid instead of asking again (no request/answer pair repeats without a
 change); a request the previous owner answered too gets a second full frame, which is
-idempotent for the subscriber. Every decision is ``app.core.projector_runs``'s
+idempotent for the subscriber. Every decision is ``app.core.projection.projector_runs``'s
 (``parse_resync``, ``answer_resync``).
 
 Its functions take the loop. It imports ``app.core``, ``kafka_io`` and the projector's sibling
@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer
 
-from app.core import projector_runs
-from app.core.keys import partition_for_run
-from app.core.projector_runs import RunSurfaces
+from app.core.projection import projector_runs
+from app.core.projection.projector_runs import RunSurfaces
+from app.core.runlog.keys import partition_for_run
 from app.shell.worker.kafka_io import partitions_of
 from app.shell.worker.projector_cache import cache
 from app.shell.worker.projector_fanout import send

@@ -11,9 +11,10 @@ One consumer (no consumer group) is assigned the owned partitions of the log top
 store (``app.shell.worker.run_store``: the recorded bytes per event, a summary per run and the
 partition's checkpoint, in one atomic write). On assignment a partition resumes from its
 checkpoint, not from the beginning, and is *ready* once the store has read the log up to the
-end it had when assigned; until then its runs are answered 503 (``app.core.ownership.route``).
-On revocation its runs leave memory and their readers are told (an SSE stream closes, and its
-client resumes with ``Last-Event-ID`` at the new owner); the files stay as a warm cache.
+end it had when assigned; until then its runs are answered 503
+(``app.core.runlog.ownership.route``). On revocation its runs leave memory and their readers are
+told (an SSE stream closes, and its client resumes with ``Last-Event-ID`` at the new owner); the
+files stay as a warm cache.
 
 In memory: the runs someone is reading (a ``RunLog`` held by a stream or a poll, tracked
 weakly) and a bounded LRU of recently read runs (``cache_bytes``; ``run_log.RunCache``); events
@@ -41,8 +42,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from app.core.keys import partition_for_run
-from app.core.run_lifecycle import status_of
+from app.core.runlog.keys import partition_for_run
+from app.core.runlog.run_lifecycle import status_of
 from app.shell.worker.kafka_io import MAX_FETCH_BYTES, partitions_of
 from app.shell.worker.run_log import DECODED_FACTOR, LoggedEvent, RunCache, RunLog
 from app.shell.worker.run_outcomes import Outcomes, RecordOutcome

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from app.core.run_lifecycle import INITIAL_STATUS, TERMINAL_STATUSES
+from app.core.runlog.run_lifecycle import INITIAL_STATUS, TERMINAL_STATUSES
 
 __all__ = ["DECODED_FACTOR", "LoggedEvent", "RunCache", "RunLog"]
 
@@ -62,7 +62,8 @@ class LoggedEvent:
         return found
 
     def shown(self, data: bytes, event: dict[str, Any]) -> LoggedEvent:
-        """The same event as a reader is shown it (its trust rewritten, app.core.sse_frames)."""
+        """The same event as a reader is shown it (its trust rewritten,
+        app.core.projection.sse_frames)."""
         return LoggedEvent(
             self.sequence, self.type, data, event, self.partition, self.offset, self.appended_ms
         )

@@ -2,8 +2,8 @@
 in memory, each dead letter as the outcome of its admission record.
 
 Shell module, called by ``app.shell.worker.run_index`` (``RunIndex._ingest``) for every record of
-a fetched batch. A record's key names its run and sequence (``app.core.keys``), its headers its
-admission record (``a2ui-source``) and its type (``a2ui-type``); its value is parsed only when
+a fetched batch. A record's key names its run and sequence (``app.core.runlog.keys``), its headers
+its admission record (``a2ui-source``) and its type (``a2ui-type``); its value is parsed only when
 someone reads the run or waits for the outcome, or when the type header is missing (a record
 written before the validator wrote it): issue 16, each record decoded at most once per
 process. It imports ``app.core``, the shared shell modules and its siblings ``run_log`` and
@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from app.core.keys import run_of_log_key, sequence_of_log_key
-from app.core.run_lifecycle import status_after
+from app.core.runlog.keys import run_of_log_key, sequence_of_log_key
+from app.core.runlog.run_lifecycle import status_after
 from app.shell.wire import SOURCE_HEADER, TYPE_HEADER
 from app.shell.worker.run_log import DECODED_FACTOR, LoggedEvent, RunCache, RunLog
 from app.shell.worker.run_outcomes import Outcomes, RecordOutcome
@@ -72,7 +72,7 @@ def file_log_record(
         sequence = sequence_of_log_key(record.key)
     except (ValueError, UnicodeDecodeError):
         return
-    if "\x00" in run_id:  # never admitted (app.core.identifiers); the store's separator
+    if "\x00" in run_id:  # never admitted (app.core.admission.identifiers); the store's separator
         return
     run = memory.live.get(run_id)
     if record.value is None:  # a tombstone (`runs delete`)

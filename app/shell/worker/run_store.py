@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 import rocksdict
 
-from app.core.run_lifecycle import INITIAL_STATUS, status_after
+from app.core.runlog.run_lifecycle import INITIAL_STATUS, status_after
 from app.shell.errors import OperatorError
 
 __all__ = ["FORMAT", "STALE_MS", "RunStore", "RunSummary", "StoredEvent", "StoreLockedError"]

@@ -1,6 +1,6 @@
 """Apply ``topics/topics.json`` to a cluster: create what is missing, report drift.
 
-Shell module (aiokafka admin). The decisions are ``app.core.topic_plan.plan_topics``.
+Shell module (aiokafka admin). The decisions are ``app.core.runlog.topic_plan.plan_topics``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ import orjson
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from app.core.topic_plan import ActualTopic, TopicPlan, TopicSpec, desired_topics, plan_topics
+from app.core.runlog.topic_plan import (
+    ActualTopic,
+    TopicPlan,
+    TopicSpec,
+    desired_topics,
+    plan_topics,
+)
 from app.shell.settings import Settings
 
 __all__ = [

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from app.core.host_commands import ForkSource
-from app.core.run_snapshot import decode_state, encode_state
-from app.core.validator import SourceRecord
-from app.core.validator_batch import Load, PartitionPlan, Refetch, plan_batch
+from app.core.admission.host_commands import ForkSource
+from app.core.admission.validator import SourceRecord
+from app.core.admission.validator_batch import Load, PartitionPlan, Refetch, plan_batch
+from app.core.runlog.run_snapshot import decode_state, encode_state
 from app.shell.clock import now_rfc3339
 
 if TYPE_CHECKING:

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer
 
-from app.core.host_commands import ForkSource
-from app.core.validator import SourceRecord
-from app.core.validator_batch import (
+from app.core.admission.host_commands import ForkSource
+from app.core.admission.validator import SourceRecord
+from app.core.admission.validator_batch import (
     PartitionPlan,
     PartitionState,
     Refetch,
@@ -173,7 +173,8 @@ async def commit(
     try:
         # Without a transaction nothing is atomic: the changelog records go only once the
         # outputs they summarize are acknowledged, so a crash leaves the changelog behind
-        # the log (the restore folds the tail), never ahead of it (app.core.validator_restore).
+        # the log (the restore folds the tail), never ahead of it
+        # (app.core.admission.validator_restore).
         outputs = [s for plan in work for s in plan.sends]
         sent = await send_batches(loop.producer, outputs)
         await asyncio.gather(*(f for _, f in sent))

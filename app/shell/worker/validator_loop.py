@@ -6,8 +6,8 @@ driver). It runs inside the Faust worker (started by ``app.shell.worker.faust_ap
 aiokafka consumer and producers, for two measured reasons (docs/pipeline.md): Faust's
 per-event stream machinery caps a worker near 6k events/s (../shared/spec/kafka.md), and one
 Kafka transaction must span the log append, the dead letter and the admission offset. Per
-batch it fetches, calls ``app.core.validator_batch.plan_batch`` once, writes what that returns
-and commits; every decision (which records, what goes where, which offset) is the core's.
+batch it fetches, calls ``app.core.admission.validator_batch.plan_batch`` once, writes what that
+returns and commits; every decision (which records, what goes where, which offset) is the core's.
 
 This module holds the loop's state, its lifecycle, the rebalance listener, the loop itself and
 the I/O methods (the only places that make Kafka clients; the shell tests replace them). The
@@ -33,10 +33,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
-from app.core.host_commands import ForkSource
-from app.core.payload_rules import PayloadRules
-from app.core.policy import HostPolicy
-from app.core.validator_batch import Topics, fork_events
+from app.core.admission.host_commands import ForkSource
+from app.core.admission.payload_rules import PayloadRules
+from app.core.admission.policy import HostPolicy
+from app.core.admission.validator_batch import Topics, fork_events
 from app.shell.worker import validator_metrics
 from app.shell.worker.assignor import WarmAssignor, strategies
 from app.shell.worker.kafka_io import group_consumer, read_range, read_tail, read_topic, until_done
@@ -116,7 +116,7 @@ class ValidatorLoop:
         self.transactional = False
         self.ready = asyncio.Event()
         # Bumped by every assignment, revocation and install (each moves fetch positions): a
-        # batch gathered across one is dropped and fetched again (app.core.validator_batch).
+        # batch gathered across one is fetched again (app.core.admission.validator_batch).
         self.generation = 0
         # partitions being taken (producer started, state restored) in the background
         self.taking: dict[TopicPartition, asyncio.Task[None]] = {}

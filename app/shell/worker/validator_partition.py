@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
-from app.core.run_state import RunState
-from app.core.validator_batch import PartitionPlan, PartitionState, advanced
-from app.core.validator_restore import Restored
+from app.core.admission.validator_batch import PartitionPlan, PartitionState, advanced
+from app.core.admission.validator_restore import Restored
+from app.core.runlog.run_state import RunState
 
 __all__ = ["Flush", "OwnedPartition"]
 

@@ -3,7 +3,7 @@
 Shell module, called by ``app.shell.worker.validator_loop`` (``ValidatorLoop.run``, with the
 lock held for ``process_batch``). ``gather_batch`` collects up to ``max_batch`` records for at
 most ``batch_ms``; ``process_batch`` reads the fork sources the batch names
-(``ValidatorLoop.read_source``), has ``app.core.validator_batch.plan_batch`` plan it once
+(``ValidatorLoop.read_source``), has ``app.core.admission.validator_batch.plan_batch`` plan it once
 (``validator_cache.plan_loaded``, with the run states out of memory loaded) and hands the
 plans to ``validator_commit``; a batch gathered across a rebalance is fetched again. A
 partition whose commit failed ``ISOLATE_AFTER_FAILURES`` times in a row is decided one record
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import TopicPartition
 
-from app.core.validator import SourceRecord
-from app.core.validator_batch import Refetch, fork_sources
+from app.core.admission.validator import SourceRecord
+from app.core.admission.validator_batch import Refetch, fork_sources
 from app.shell.worker.validator_cache import plan_loaded
 from app.shell.worker.validator_commit import commit, process_isolated, settle
 

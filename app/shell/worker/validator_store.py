@@ -3,7 +3,7 @@
 Shell module. The validator holds the run states of the admission partitions it owns; since
 runs that stay open (an agent that never ends its run) add up with history, it keeps only a
 bounded number of them in memory (``A2UI_STREAM_VALIDATOR_CACHE_RUNS``) and the rest here,
-encoded as the changelog encodes them (``app.core.run_snapshot``), as Kafka Streams keeps a
+encoded as the changelog encodes them (``app.core.runlog.run_snapshot``), as Kafka Streams keeps a
 task's state in a local RocksDB store with a bounded cache in front. It is a cache, never a
 source of truth: the run-state changelog is (and the log behind it). So the store is thrown
 away when the worker starts and a partition's share when the partition is taken or leaves;

@@ -9,8 +9,8 @@ is assigned. Its ``InitProducerId`` bumps the epoch of that id, which fences the
 whoever owned p before (a member dropped from the group while it stood still, a GC pause, a
 stalled VM) and aborts its open transaction. Only then is p's state restored (from the
 run-state changelog and the log tail past its checkpoint, or by replaying the log and dead
-letters when the changelog cannot say: app.core.validator_restore) and its committed offset
-read, so what the new owner decides starts exactly where the last commit the broker accepted
+letters when the changelog cannot say: app.core.admission.validator_restore) and its committed
+offset read, so what the new owner decides starts exactly where the last commit the broker accepted
 left off; whatever the old owner tries afterwards is refused (``ProducerFenced``), and it
 drops the partition. aiokafka 0.14's ``send_offsets_to_transaction`` sends TxnOffsetCommit v0,
 without the group generation that KIP-447 fencing would need, so the transactional id is what
@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 
-from app.core.run_snapshot import CHECKPOINT_KEY, Checkpoint
-from app.core.validator_batch import Send
-from app.core.validator_restore import (
+from app.core.admission.validator_batch import Send
+from app.core.admission.validator_restore import (
     Restored,
     Snapshot,
     catch_up,
@@ -43,6 +42,7 @@ from app.core.validator_restore import (
     restore_partition,
     tail_runs,
 )
+from app.core.runlog.run_snapshot import CHECKPOINT_KEY, Checkpoint
 from app.shell.worker.validator_cache import evict
 from app.shell.worker.validator_commit import send_batches
 from app.shell.worker.validator_partition import OwnedPartition
@@ -116,7 +116,7 @@ async def restore(
 ) -> tuple[Restored, Snapshot | None, str, int]:
     """``tp``'s state: from the changelog and the log tail past its checkpoint, or, when the
     changelog cannot say (absent, empty, unreadable, or not this log's), by replaying the
-    whole log and dead-letter partitions (app.core.validator_restore). Also: the changelog
+    whole log and dead-letter partitions (app.core.admission.validator_restore). Also: the changelog
     as read, which way it went, and the committed offset."""
     assert loop.consumer is not None
     partition = tp.partition

@@ -23,7 +23,7 @@ import { BASIC_CATALOG } from './schema.js';
 const COMPONENT_ID = /^[A-Za-z0-9_.-]{1,128}$/;
 const FIELDS = new Set(['field.text', 'field.date', 'field.select', 'field.checkbox']);
 
-export const V1_SURFACE_ID = '~v1'; // the run's one v1 surface (app/core/surfaces.py)
+export const V1_SURFACE_ID = '~v1'; // the run's one v1 surface (app/core/projection/surfaces.py)
 
 /**
  * The v1 payload {catalogVersion, surface} as {messages, sourceIds}: three A2UI v0.9 messages

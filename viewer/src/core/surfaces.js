@@ -1,5 +1,5 @@
 // The viewer's surfaces, kept up to date from the run's event stream with the subscriber's
-// rules (app/core/subscriber.py; RFC 0114; openwop-a2ui.md §6, §7, §10):
+// rules (app/core/projection/subscriber.py; RFC 0114; openwop-a2ui.md §6, §7, §10):
 // - every v1 full surface and every post-patch v1 surface is RE-VALIDATED against the closed v1
 //   catalog before it is held; every v2 envelope's payload against the v0.9 profile, its
 //   messages folded (§6: createSurface / updateComponents upsert / updateDataModel /
@@ -27,7 +27,7 @@ import { utf8Length } from './wire.js';
 export const SURFACE_EVENT = 'ui.a2ui-surface';
 export const DELTA_EVENT = 'ui.a2ui-surface.delta';
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
-// app/core/run_lifecycle.py STATUS_AFTER
+// app/core/runlog/run_lifecycle.py STATUS_AFTER
 const STATUS_AFTER = {
   'run.created': 'running',
   'run.forked': 'running',

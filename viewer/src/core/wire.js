@@ -1,4 +1,4 @@
-// Run ids on the wire (app/core/wire_ids.py, identity.md §5): a runId travels in ONE path
+// Run ids on the wire (app/core/http/wire_ids.py, identity.md §5): a runId travels in ONE path
 // segment, "projected": every UTF-8 byte outside [A-Za-z0-9._-] becomes "~" + two uppercase hex
 // digits ("acme/r1" -> "acme~2Fr1"). The legacy percent form is accepted on the way in.
 // Pure: no DOM, no network.
