@@ -23,7 +23,7 @@ import pytest
 
 from app.core.admission import validator
 from app.core.admission.command_seal import HEADER, seal
-from app.core.admission.host_commands import ForkSource
+from app.core.admission.host_commands_call import ForkSource
 from app.core.admission.policy import HostPolicy
 from app.core.admission.refusal import Violation
 from app.core.admission.rules import Rule

@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 
 from app.core.admission.command_seal import HEADER, seal
 from app.core.admission.fold import apply
-from app.core.admission.host_commands import ForkSource
+from app.core.admission.host_commands_call import ForkSource
 from app.core.admission.policy import HostPolicy
 from app.core.admission.validator import Append, AppendMany, Reject, SourceRecord, validate
 from app.core.http.actions import check_action
@@ -373,7 +373,7 @@ def test_check_action_on_a_partial_deleted_or_untrusted_surface() -> None:
     assert not isinstance(deleted, dict) and deleted.code == "not_found"
     assert not isinstance(tainted, dict) and tainted.code == "forbidden"
     # the rule the validator's re-check names
-    # (app.core.admission.host_commands); before: surface-trust
+    # (app.core.admission.host_commands_action); before: surface-trust
     assert tainted.rule == "untrusted-blocks-approval"
     assert check_action(None, submit).code == "not_found"  # type: ignore[union-attr]
 

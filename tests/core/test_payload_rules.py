@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.admission.payload_rules import EXCLUSIONS, PayloadRules
+from app.core.admission.payload_rules import PayloadRules
+from app.core.admission.payload_rules_exclusions import EXCLUSIONS
 from app.core.admission.refusal import CODES, Violation
 from app.core.common.examples import rfc0209_positive_payload
 from app.shell.schema_files import load_schema_documents

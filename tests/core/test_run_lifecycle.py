@@ -13,7 +13,7 @@ CREATE_STATUSES = {"pending", "running", "waiting-approval", "waiting-input", "w
 @pytest.mark.parametrize(
     ("events", "answered", "now"),
     [
-        # the fixtures' creates (app.core.admission.host_commands._create)
+        # the fixtures' creates (app.core.admission.host_commands_run.create_run)
         (["run.created"], "running", "running"),  # conformance-cancellable, any workflow
         (["run.created", "node.suspended"], "waiting-approval", "waiting-approval"),
         (["run.created", "run.completed"], "running", "completed"),  # conformance-noop

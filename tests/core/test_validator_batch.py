@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import orjson
 import pytest
 
-from app.core.admission.host_commands import ForkSource
+from app.core.admission.host_commands_call import ForkSource
 from app.core.admission.policy import HostPolicy
 from app.core.admission.validator import Append, AppendMany, Reject, SourceRecord, validate
 from app.core.admission.validator_batch import (

@@ -228,8 +228,9 @@ def _fold_surface(
 
 def apply(state: RunState, event: Mapping[str, Any]) -> RunState:
     """Fold one recorded event into the run state: an admitted envelope (as ``decide`` emitted
-    it) or a host event (run lifecycle, fork copy: ``admission.host_commands`` and
-    ``runlog.run_lifecycle`` build them), which only advances the sequence here."""
+    it) or a host event (run lifecycle, fork copy: the handlers of ``admission.host_commands``
+    build them, with ``admission.host_commands_call.host_event``; ``runlog.run_lifecycle``
+    folds their statuses), which only advances the sequence here."""
     recorded = event["payload"]
     if isinstance(recorded, dict) and "envelope" in recorded:
         return apply_with(state, event, None)

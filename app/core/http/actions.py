@@ -19,7 +19,8 @@ it checks, against the surface as the log materializes it (app.core.projection.s
    be a top-level key of the data model. v1: every key is the id of a field of the surface.
 
 The validator re-checks 1-4 against the run state, plus "unchanged since", when it records the
-action (app.core.admission.host_commands), so a surface that changed in between is never acted on.
+action (app.core.admission.host_commands_action), so a surface that changed in between is never
+acted on.
 
 May import: the standard library and app.core.* (pure).
 """
@@ -29,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.core.admission.host_commands import ACTION_NAMES
+from app.core.admission.host_commands_action import ACTION_NAMES
 from app.core.admission.refusal import Violation
 from app.core.admission.rules import (
     ACTION_CONFINEMENT,

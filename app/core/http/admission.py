@@ -21,7 +21,7 @@ for byte, and the validator decides exactly those bytes.
   schemaVersion-1 envelope;
 - ``fork_request``: ``POST /runs/{runId}:fork`` ``{mode, fromSeq?, runOptionsOverlay?}``
   checked against the source log (§9, §16f), as a ``run.fork`` host command
-  (app.core.admission.host_commands);
+  (app.core.admission.host_commands_fork);
 - ``command_request``: any other host command (run lifecycle, interrupts, actions);
 - ``refusal_response`` / ``violation_response``: a dead letter or a refusal -> the OpenWOP error
   envelope and status.
@@ -266,7 +266,7 @@ class ForkPoint:
         self.lineage = tuple(lineage)
 
 
-def fork_request(  # noqa: C901 - §9/§16f body checks in the spec's order, one refusal each
+def fork_request(
     source_run_id: str,
     child_run_id: str,
     body: Any,
@@ -277,6 +277,35 @@ def fork_request(  # noqa: C901 - §9/§16f body checks in the spec's order, one
     """§9 Fork / §16f: validate ``{mode, fromSeq?, runOptionsOverlay?}`` against the source log
     and build the ``run.fork`` command record for ``child_run_id``. Returns the record and the
     response fields known before the validator runs."""
+    asked = _fork_body(body)
+    if isinstance(asked, HttpError):
+        return asked
+    mode, from_seq = asked
+    # A fork point is a sequence the source log holds (§9: "A fromSeq not in the source log").
+    if from_seq > source.last_sequence and not (from_seq == 0 and mode == "replay"):
+        return error(
+            "fork_point_invalid",
+            f"fromSeq {from_seq} is not in the source log (sequences 0..{source.last_sequence})",
+            {"lastSequence": source.last_sequence, "fromSeq": from_seq},
+        )
+    command = _fork_command(source_run_id, mode, from_seq, source)
+    if isinstance(command, HttpError):
+        return command
+    fields = {
+        "runId": child_run_id,
+        "sourceRunId": source_run_id,
+        "fromSeq": from_seq,
+        "mode": mode,
+    }
+    built = command_request(child_run_id, command, max_record_bytes=max_record_bytes)
+    if isinstance(built, HttpError):
+        return built
+    return built, fields
+
+
+def _fork_body(body: Any) -> tuple[str, int] | HttpError:
+    """The fork's ``mode`` and ``fromSeq`` (0 when a replay omits it), checked in the spec's
+    order, one refusal each (§9, §16f)."""
     if not isinstance(body, dict):
         return _body_error("the request body is {mode, fromSeq?, runOptionsOverlay?}")
     extra = sorted(set(body) - _FORK_KEYS)
@@ -297,19 +326,20 @@ def fork_request(  # noqa: C901 - §9/§16f body checks in the spec's order, one
         from_seq = 0
     if not isinstance(from_seq, int) or isinstance(from_seq, bool) or from_seq < 0:
         return _body_error("fromSeq must be an integer >= 0")
-    # A fork point is a sequence the source log holds (§9: "A fromSeq not in the source log").
-    if from_seq > source.last_sequence and not (from_seq == 0 and mode == "replay"):
-        return error(
-            "fork_point_invalid",
-            f"fromSeq {from_seq} is not in the source log (sequences 0..{source.last_sequence})",
-            {"lastSequence": source.last_sequence, "fromSeq": from_seq},
-        )
+    return mode, from_seq
+
+
+def _fork_command(
+    source_run_id: str, mode: str, from_seq: int, source: ForkPoint
+) -> dict[str, Any] | HttpError:
+    """The ``run.fork`` command: where in the log the copied sequences ``0 .. fromSeq-1`` are
+    (app.core.admission.host_commands_fork reads them from there), and the source's lineage."""
     copied = source.offsets[:from_seq]
     by_partition = {p for p, _ in copied}
     partition = copied[0][0] if copied else 0
     if len(by_partition) > 1:  # a run's events share one partition (docs/topics.md)
         return error("internal_error", "the source run's events span partitions")
-    command = {
+    command: dict[str, Any] = {
         "type": "run.fork",
         "sourceRunId": source_run_id,
         "fromSeq": from_seq,
@@ -322,16 +352,7 @@ def fork_request(  # noqa: C901 - §9/§16f body checks in the spec's order, one
     }
     if source.lineage:
         command["sourceLineage"] = list(source.lineage[: MAX_LINEAGE - 1])
-    fields = {
-        "runId": child_run_id,
-        "sourceRunId": source_run_id,
-        "fromSeq": from_seq,
-        "mode": mode,
-    }
-    built = command_request(child_run_id, command, max_record_bytes=max_record_bytes)
-    if isinstance(built, HttpError):
-        return built
-    return built, fields
+    return command
 
 
 def refusal_response(letter: Mapping[str, Any]) -> HttpError:

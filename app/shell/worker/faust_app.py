@@ -22,7 +22,7 @@ import faust
 import mode
 
 from app import __version__
-from app.core.admission.host_commands import FIXTURES
+from app.core.admission.host_commands_run import FIXTURES
 from app.core.admission.payload_rules import PayloadRules
 from app.core.admission.policy import HostPolicy
 from app.core.http.discovery import DiscoveryConfig, serves_envelope_accept

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from app.core.admission.host_commands import ForkSource
+from app.core.admission.host_commands_call import ForkSource
 from app.core.admission.validator import SourceRecord
 from app.core.admission.validator_batch import Load, PartitionPlan, Refetch, plan_batch
 from app.core.runlog.run_snapshot import decode_state, encode_state

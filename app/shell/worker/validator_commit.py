@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer
 
-from app.core.admission.host_commands import ForkSource
+from app.core.admission.host_commands_call import ForkSource
 from app.core.admission.validator import SourceRecord
 from app.core.admission.validator_batch import (
     PartitionPlan,

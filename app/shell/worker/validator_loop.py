@@ -33,7 +33,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
-from app.core.admission.host_commands import ForkSource
+from app.core.admission.host_commands_call import ForkSource
 from app.core.admission.payload_rules import PayloadRules
 from app.core.admission.policy import HostPolicy
 from app.core.admission.validator_batch import Topics, fork_events
