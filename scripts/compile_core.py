@@ -37,6 +37,7 @@ MODULES = (
     "admission.fold",
     "admission.intake",
     "admission.limits",
+    "admission.limits_envelope",
     "runlog.pmap",
     "common.pointer",
     "admission.policy",

@@ -15,9 +15,9 @@ exactly openwop-a2ui.md §5 ("Step order in the v2 reference host" and the norma
   5. branch           exactly ONE branch: 2 => payloadV2, 0/1 => payloadV1 -> envelope_invalid
                       (an unknown v1 catalogVersion                   -> unknown_schema_version)
      limits           what the branch schemas leave open: depth, string length, component
-                      count, children depth (app.core.admission.limits)         ->
-                      record_limit_exceeded a cycle in the children
-                      graph                   -> envelope_invalid
+                      count, children depth (app.core.admission.limits_envelope)
+                                                                      -> record_limit_exceeded
+                      a cycle in the children graph                   -> envelope_invalid
   6. cross-field      surface-id-equality, catalog-equality (v2)      -> envelope_invalid
   7. fold             the §6 guard across the run's log and the envelope -> envelope_invalid
      children         no cycle in a surface's children graph, across its envelopes
@@ -54,7 +54,8 @@ from app.core.admission.children import NO_CHILDREN, fold_children, touches_grap
 from app.core.admission.cross_field import kinds_and_cross_field
 from app.core.admission.fold import NOT_LOOKED_UP, apply_with, guard
 from app.core.admission.identifiers import secret_identifier
-from app.core.admission.limits import Branch, check_envelope, plainly_within
+from app.core.admission.limits import Branch
+from app.core.admission.limits_envelope import check_envelope, plainly_within
 from app.core.admission.policy import SURFACE_KIND, UNIVERSAL_KINDS, HostPolicy
 from app.core.admission.redaction import Secrets, prepare, redact, redact_text, redact_violation
 from app.core.admission.refusal import Violation
@@ -363,8 +364,9 @@ def _branch(ctx: _Ctx) -> Violation | Deduplicated | None:
 
 
 def _limits(ctx: _Ctx) -> Violation | Deduplicated | None:
-    # app.core.admission.limits: only the parts the branch schemas leave open (a universal kind's
-    # payload is open entirely), and the children graph no schema can express (docs/admission.md).
+    # app.core.admission.limits_envelope: only the parts the branch schemas leave open (a
+    # universal kind's payload is open entirely), and the children graph no schema can express
+    # (docs/admission.md).
     limits = ctx.policy.limits
     if ctx.kinds is not None and plainly_within(ctx.envelope, ctx.kinds, limits):
         return None  # the usual v2 envelope, screened in one loop
