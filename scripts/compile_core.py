@@ -47,6 +47,8 @@ MODULES = (
     "runlog.run_state",
     "admission.validator",
     "admission.validator_batch",
+    "admission.validator_changelog",
+    "admission.validator_forks",
 )
 STAMP = CORE / "compiled.json"
 
