@@ -40,8 +40,8 @@ CORE_SOURCES := $(addprefix app/core/,admission/decision.py admission/children.p
 	admission/cross_field.py admission/fold.py admission/intake.py admission/limits.py \
 	admission/limits_envelope.py runlog/pmap.py common/pointer.py admission/policy.py \
 	admission/redaction.py admission/refusal.py admission/rules.py runlog/run_state.py \
-	admission/validator.py admission/validator_batch.py admission/validator_changelog.py \
-	admission/validator_forks.py)
+	admission/validator.py admission/validator_outputs.py admission/validator_steps.py \
+	admission/validator_batch.py admission/validator_changelog.py admission/validator_forks.py)
 
 $(CORE_STAMP): $(CORE_SOURCES) scripts/compile_core.py $(VENV)/.installed
 	$(VENV)/bin/python scripts/compile_core.py

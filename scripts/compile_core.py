@@ -46,6 +46,8 @@ MODULES = (
     "admission.rules",
     "runlog.run_state",
     "admission.validator",
+    "admission.validator_outputs",
+    "admission.validator_steps",
     "admission.validator_batch",
     "admission.validator_changelog",
     "admission.validator_forks",
