@@ -32,6 +32,8 @@ BUILD = CORE / "mypyc-build"  # app.compiled_core.BUILD_DIR
 # the module's under app.core (its room and module: app/core/admission/fold.py is admission.fold).
 MODULES = (
     "admission.decision",
+    "admission.decision_outcomes",
+    "admission.decision_steps",
     "admission.children",
     "admission.cross_field",
     "admission.fold",
