@@ -342,9 +342,9 @@ def _redaction(ctx: DecisionContext) -> Violation | Deduplicated | None:
 
 # The rule order (openwop-a2ui.md §5): each step's name, the rules it refuses by (within a
 # step, which comes first depends on the record: the first violation its walk meets) and its
-# check. One function applies it: ``decide``. This is the envelope stage of the whole order of
-# one record (app.core.admission.validator ``ADMISSION``), where docs/admission.md's rule order
-# comes from.
+# check. One function applies it: ``decide`` (app.core.admission.decision). This is the
+# envelope stage of the whole order of one record (app.core.admission.validator ``ADMISSION``),
+# where docs/admission.md's rule order comes from.
 STEPS: Final[tuple[tuple[str, tuple[Rule, ...], Step], ...]] = (
     ("envelope-shape", (ENVELOPE_SHAPE, RUN_KEY), _envelope_shape),
     ("kind-catalog", (KIND_CATALOG,), _kind_catalog),
