@@ -36,10 +36,13 @@ viewer: ## build the live surface viewer (npm ci && npm run build in viewer/)
 # mypyc or a C compiler the pure-Python modules are used. app/compiled_core.py ignores the
 # compiled modules as soon as any of their sources changes (until this runs again).
 CORE_STAMP := app/core/compiled.json
-CORE_SOURCES := $(addprefix app/core/,admission/decision.py admission/children.py \
-	admission/cross_field.py admission/fold.py admission/intake.py admission/limits.py runlog/pmap.py \
+CORE_SOURCES := $(addprefix app/core/,admission/decision.py admission/decision_outcomes.py \
+	admission/decision_steps.py admission/children.py admission/cross_field.py admission/fold.py \
+	admission/intake.py admission/limits.py admission/limits_envelope.py runlog/pmap.py \
 	common/pointer.py admission/policy.py admission/redaction.py admission/refusal.py \
-	admission/rules.py runlog/run_state.py admission/validator.py admission/validator_batch.py)
+	admission/rules.py runlog/run_state.py admission/validator.py admission/validator_outputs.py \
+	admission/validator_steps.py admission/validator_batch.py admission/validator_changelog.py \
+	admission/validator_forks.py)
 
 $(CORE_STAMP): $(CORE_SOURCES) scripts/compile_core.py $(VENV)/.installed
 	$(VENV)/bin/python scripts/compile_core.py

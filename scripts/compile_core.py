@@ -32,11 +32,14 @@ BUILD = CORE / "mypyc-build"  # app.compiled_core.BUILD_DIR
 # the module's under app.core (its room and module: app/core/admission/fold.py is admission.fold).
 MODULES = (
     "admission.decision",
+    "admission.decision_outcomes",
+    "admission.decision_steps",
     "admission.children",
     "admission.cross_field",
     "admission.fold",
     "admission.intake",
     "admission.limits",
+    "admission.limits_envelope",
     "runlog.pmap",
     "common.pointer",
     "admission.policy",
@@ -45,7 +48,11 @@ MODULES = (
     "admission.rules",
     "runlog.run_state",
     "admission.validator",
+    "admission.validator_outputs",
+    "admission.validator_steps",
     "admission.validator_batch",
+    "admission.validator_changelog",
+    "admission.validator_forks",
 )
 STAMP = CORE / "compiled.json"
 

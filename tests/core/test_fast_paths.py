@@ -5,7 +5,7 @@ answers, or the weaker relation its docstring states:
 =============================================  =================================================
 fast path                                      law against its reference
 =============================================  =================================================
-limits.plainly_within                          True => limits.check_envelope finds no violation
+limits_envelope.plainly_within                 True => limits_envelope.check_envelope finds none
 limits.scan_open_value                         = limits.walk_open_value (on containers)
 fold.walk_kinds_memoized                       = fold.walk_kinds
 fold.status_after_memoized                     = fold.status_after (= walk_kinds' end, if legal)
@@ -48,13 +48,8 @@ from app.core.admission.fold import (
     walk_kinds,
     walk_kinds_memoized,
 )
-from app.core.admission.limits import (
-    Limits,
-    check_envelope,
-    plainly_within,
-    scan_open_value,
-    walk_open_value,
-)
+from app.core.admission.limits import Limits, scan_open_value, walk_open_value
+from app.core.admission.limits_envelope import check_envelope, plainly_within
 from app.core.admission.policy import HostPolicy
 from app.core.projection.patch import (
     equal_run,

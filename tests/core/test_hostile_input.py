@@ -17,7 +17,7 @@ import jsonschema_rs
 import orjson
 import pytest
 
-from app.core.admission import limits as limits_module
+from app.core.admission import limits_envelope
 from app.core.admission.decision import Admitted, decide
 from app.core.admission.fold import apply
 from app.core.admission.limits import DEPTH_CEILING, Limits, first_deeper
@@ -718,7 +718,7 @@ def test_the_screen_knows_the_schemas_component_bound() -> None:
     # plainly_within skips counting when the messages cannot hold more than max_components
     schema = load_schema_documents()["a2ui-surface-v2-profile"]
     body = schema["$defs"]["updateComponents"]["properties"]["updateComponents"]
-    assert body["properties"]["components"]["maxItems"] == limits_module._SCHEMA_MAX_COMPONENTS
+    assert body["properties"]["components"]["maxItems"] == limits_envelope._SCHEMA_MAX_COMPONENTS
 
 
 def test_first_deeper_names_the_first_container_past_the_level() -> None:

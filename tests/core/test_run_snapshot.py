@@ -26,11 +26,9 @@ from app.core.admission.validator_batch import (
     PartitionState,
     Send,
     Topics,
-    advanced,
-    changelog_sends,
-    checkpoint,
     plan_batch,
 )
+from app.core.admission.validator_changelog import advanced, changelog_sends, checkpoint
 from app.core.admission.validator_restore import (
     catch_up,
     decoded,

@@ -23,11 +23,11 @@ from app.core.admission.validator_batch import (
     Refetch,
     Send,
     Topics,
-    fork_events,
     plan_batch,
     plan_unrecordable,
     source_of,
 )
+from app.core.admission.validator_forks import fork_events
 from app.core.admission.validator_restore import restore_partition
 from app.core.runlog.keys import log_key, partition_for_run
 from app.core.runlog.run_state import RunState

@@ -57,8 +57,6 @@ from typing import Any, Final
 
 from app.core.admission.host_commands_action import submit_action
 from app.core.admission.host_commands_call import CommandCall, Fetched, invalid_command
-from app.core.admission.host_commands_call import ForkSource as ForkSource
-from app.core.admission.host_commands_call import fork_source_of as fork_source_of
 from app.core.admission.host_commands_fork import fork_run
 from app.core.admission.host_commands_run import cancel_run, create_run, resolve_interrupt
 from app.core.admission.redaction import Secrets
@@ -80,8 +78,6 @@ from app.core.admission.rules import (
 )
 from app.core.runlog.run_state import RunState
 
-# ``ForkSource`` and ``fork_source_of`` are app.core.admission.host_commands_call's; they are
-# imported from here too, where the validator meets the commands (its batch plans the reads).
 __all__ = [
     "COMMANDS",
     "decide_command",

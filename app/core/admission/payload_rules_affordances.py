@@ -7,7 +7,7 @@ returns ``(affordance, path tokens, message)`` for the first exclusion, or None;
 are the keys of app.core.admission.payload_rules_exclusions ``EXCLUSIONS``. The walk is iterative
 and bounded in depth and size, so no JSON input makes it raise or run away.
 
-May import: the standard library and app.core.admission (payload_rules_exclusions,
+May import: the standard library and app.core.admission.decision (payload_rules_exclusions,
 payload_rules_violations).
 """
 

@@ -7,7 +7,7 @@ itself, its invariant and its reason (app.core.admission.payload_rules_exclusion
 an RFC 6901 JSON Pointer into the admission record; no error value makes a builder raise.
 
 May import: the standard library, ``jsonschema_rs``, ``app.core.common.pointer`` and
-app.core.admission (refusal, rules, payload_rules_exclusions).
+app.core.admission.decision (refusal, rules, payload_rules_exclusions).
 """
 
 from __future__ import annotations

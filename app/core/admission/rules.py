@@ -185,7 +185,7 @@ ENCODE: Final = _rule(
     "a host command's events could not be encoded (ours to fix): report it",
 )
 
-# --- the decision (app.core.admission.decision STEPS) ---------------------------------------------
+# --- the decision (app.core.admission.decision_steps STEPS) ---------------------------------------
 
 ENVELOPE_SHAPE: Final = _rule(
     "envelope-shape", "validation_error", "envelope-shape", "openwop-a2ui.md §2, §5",

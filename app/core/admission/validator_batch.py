@@ -8,11 +8,11 @@ partition's own transaction, docs/pipeline.md "Exactly once"), and the run state
 that commit succeeded; or, for a batch gathered across a rebalance, the positions to fetch it
 again from. With a changelog topic (``Topics.changelog``) the shell flushes, with a plan and in
 its transaction (at most once a commit interval, as Kafka Streams' changelog), the latest state
-of every run changed since the last flush (``changelog_sends``) and, once its appends are
-acknowledged, the partition's ``checkpoint`` (app.core.runlog.run_snapshot: it names where they
-ended), from which ``app.core.admission.validator_restore`` rebuilds a partition;
-``plan_unrecordable`` is the last-resort outcome of
-a record whose outcome the broker refuses to take.
+of every run changed since the last flush and, once its appends are acknowledged, the
+partition's checkpoint (app.core.admission.validator_changelog), from which
+``app.core.admission.validator_restore`` rebuilds a partition; ``plan_unrecordable`` is the
+last-resort outcome of a record whose outcome the broker refuses to take. The log ranges a
+batch's fork commands need read first are app.core.admission.validator_forks'.
 
 The rules it applies (each found by a fault scenario, docs/reliability.md):
 
@@ -37,8 +37,7 @@ from typing import Any, Protocol
 import orjson
 
 from app.core.admission.dead_letter import dead_letter, redact_bytes
-from app.core.admission.host_commands import ForkSource, fork_source_of
-from app.core.admission.intake import Intake, read_admission
+from app.core.admission.host_commands_call import ForkSource
 from app.core.admission.payload_rules import PayloadRules
 from app.core.admission.policy import HostPolicy
 from app.core.admission.rules import RECORD_WRITE, refuse
@@ -51,14 +50,7 @@ from app.core.admission.validator import (
     letter_secrets,
     validate,
 )
-from app.core.runlog.keys import run_of_log_key
-from app.core.runlog.run_snapshot import (
-    CHECKPOINT_KEY,
-    Checkpoint,
-    compact,
-    encode_checkpoint,
-    encode_state,
-)
+from app.core.runlog.run_snapshot import compact
 from app.core.runlog.run_state import RunState
 
 __all__ = [
@@ -71,11 +63,6 @@ __all__ = [
     "Send",
     "Stored",
     "Topics",
-    "advanced",
-    "changelog_sends",
-    "checkpoint",
-    "fork_events",
-    "fork_sources",
     "plan_batch",
     "plan_unrecordable",
     "source_of",
@@ -146,7 +133,8 @@ class PartitionPlan:
     drifts: tuple[tuple[str, int, int], ...] = ()  # (runId, sequence, from): schema drift
     # The plan moved the partition (runs changed, the offset advanced): a changelog flush with
     # it writes ``changelog_sends`` of the runs changed since the last flush beside ``sends``,
-    # and the ``checkpoint`` once they are acknowledged (it names where they ended).
+    # and the ``checkpoint`` once they are acknowledged (it names where they ended; both are
+    # app.core.admission.validator_changelog's).
     checkpointed: bool = False
 
 
@@ -205,8 +193,8 @@ def plan_batch(
     """Decide a fetched batch (records by admission partition, in offset order). ``owned``:
     the partitions this loop decides for; ``gathered``/``generation``: the loop's generation
     when the batch began and now; ``fetched``: the log events of each fork source the batch
-    needs (``fork_sources``), read by the shell beforehand. ``Load`` when a decision needs an
-    evicted run's state (nothing is decided then)."""
+    needs (``fork_sources``, app.core.admission.validator_forks), read by the shell beforehand.
+    ``Load`` when a decision needs an evicted run's state (nothing is decided then)."""
     if gathered != generation:
         return Refetch({p: state.next_offset for p, state in owned.items()})
     plans = []
@@ -284,40 +272,6 @@ def _plan_partition(
         tuple(staged.drifts),
         checkpointed,
     )
-
-
-def changelog_sends(topic: str, partition: int, runs: Mapping[str, RunState]) -> list[Send]:
-    """The changelog records of a plan: the latest state of each run it changed (key runId),
-    on the partition's own number (co-partitioned)."""
-    return [
-        Send(topic, partition, run_id.encode(), encode_state(run), ())
-        for run_id, run in runs.items()
-    ]
-
-
-def advanced(
-    state: PartitionState, plan: PartitionPlan, ends: Mapping[str, int]
-) -> tuple[int, int]:
-    """Where the outputs of the records after ``plan`` will be, in the log and the dead
-    letters, once it is committed: past ``ends`` (per topic, "log" / "deadletter": the offset
-    after the last record batch the plan appended there, from the broker's answer), unless
-    some outputs past its offset are written already (``seen``: they stay in the tail)."""
-    if plan.seen:
-        return state.log_from, state.dead_from
-    return (
-        max(state.log_from, ends.get("log", 0)),
-        max(state.dead_from, ends.get("deadletter", 0)),
-    )
-
-
-def checkpoint(
-    topic: str, state: PartitionState, plan: PartitionPlan, ends: Mapping[str, int]
-) -> Send:
-    """The partition's changelog checkpoint after ``plan`` (``advanced``): written once the
-    plan's other records are acknowledged, in its transaction (app.core.runlog.run_snapshot)."""
-    log_from, dead_from = advanced(state, plan, ends)
-    point = Checkpoint(plan.partition, plan.next_offset, log_from, dead_from)
-    return Send(topic, plan.partition, CHECKPOINT_KEY, encode_checkpoint(point), ())
 
 
 def _nothing(_source: ForkSource) -> None:
@@ -431,36 +385,3 @@ class Stored(Protocol):
     @property
     def headers(self) -> Sequence[tuple[str, bytes]]:
         """The record's headers."""
-
-
-# -- fork sources -----------------------------------------------------------------------------
-
-
-def fork_sources(batch: Mapping[int, Sequence[SourceRecord]], max_bytes: int) -> list[ForkSource]:
-    """The log ranges the batch's fork commands name (app.core.admission.host_commands: a command
-    says where its source events are, never carries them); the shell reads each before the step."""
-    found: dict[ForkSource, None] = {}
-    for records in batch.values():
-        for record in records:
-            if record.value is None or b'"run.fork"' not in record.value:
-                continue  # a screen: only a fork command holds this token
-            intake = read_admission(record.key, record.value, max_bytes=max_bytes)
-            source = fork_source_of(intake.record) if isinstance(intake, Intake) else None
-            if source is not None:
-                found[source] = None
-    return list(found)
-
-
-def fork_events(source: ForkSource, records: Iterable[Stored]) -> list[dict[str, Any]]:
-    """The source run's events ``0 .. fromSeq-1`` among the log records read for ``source``
-    (another run's records in the range are not its; ``decide_command`` refuses a gap)."""
-    by_sequence: dict[int, dict[str, Any]] = {}
-    for record in records:
-        if record.key is None or record.value is None:
-            continue
-        if run_of_log_key(record.key) != source.source_run_id:
-            continue
-        event = orjson.loads(record.value)
-        if isinstance(event, dict) and isinstance(event.get("sequence"), int):
-            by_sequence[event["sequence"]] = event
-    return [by_sequence[i] for i in range(source.from_seq) if i in by_sequence]

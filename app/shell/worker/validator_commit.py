@@ -41,10 +41,9 @@ from app.core.admission.validator_batch import (
     PartitionState,
     Refetch,
     Send,
-    changelog_sends,
-    checkpoint,
     plan_unrecordable,
 )
+from app.core.admission.validator_changelog import changelog_sends, checkpoint
 from app.shell.clock import now_rfc3339
 from app.shell.worker.validator_cache import evict, plan_loaded
 from app.shell.worker.validator_faults import fenced, the_records_fault

@@ -36,7 +36,8 @@ from aiokafka.abc import ConsumerRebalanceListener
 from app.core.admission.host_commands_call import ForkSource
 from app.core.admission.payload_rules import PayloadRules
 from app.core.admission.policy import HostPolicy
-from app.core.admission.validator_batch import Topics, fork_events
+from app.core.admission.validator_batch import Topics
+from app.core.admission.validator_forks import fork_events
 from app.shell.worker import validator_metrics
 from app.shell.worker.assignor import WarmAssignor, strategies
 from app.shell.worker.kafka_io import group_consumer, read_range, read_tail, read_topic, until_done

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
-from app.core.admission.validator_batch import PartitionPlan, PartitionState, advanced
+from app.core.admission.validator_batch import PartitionPlan, PartitionState
+from app.core.admission.validator_changelog import advanced
 from app.core.admission.validator_restore import Restored
 from app.core.runlog.run_state import RunState
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import TopicPartition
 
 from app.core.admission.validator import SourceRecord
-from app.core.admission.validator_batch import Refetch, fork_sources
+from app.core.admission.validator_batch import Refetch
+from app.core.admission.validator_forks import fork_sources
 from app.shell.worker.validator_cache import plan_loaded
 from app.shell.worker.validator_commit import commit, process_isolated, settle
 
