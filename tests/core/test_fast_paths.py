@@ -56,7 +56,7 @@ from app.core.admission.limits import (
     walk_open_value,
 )
 from app.core.admission.policy import HostPolicy
-from app.core.projection.patch import (
+from app.core.projection.patch_equal import (
     equal_run,
     json_equal,
     json_equal_bytes_first,

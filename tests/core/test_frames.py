@@ -27,7 +27,7 @@ from app.core.projection.frames import (
     rfc0114_frame,
     surface_digest,
 )
-from app.core.projection.patch import json_equal
+from app.core.projection.patch_equal import json_equal
 from app.core.projection.surfaces import Projection, SurfaceChange, project
 from app.shell.schema_files import load_schema_documents
 from tests.core.projection_support import (

@@ -24,7 +24,8 @@ from app.core.projection.frames import (
     plan_frames,
     surface_digest,
 )
-from app.core.projection.patch import apply_patch, json_equal
+from app.core.projection.patch_apply import apply_patch
+from app.core.projection.patch_equal import json_equal
 from app.core.projection.subscriber import (
     DRIFT,
     RESYNC_BACKOFF_BASE,

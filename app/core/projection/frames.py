@@ -160,9 +160,9 @@ _SORTED = orjson.OPT_SORT_KEYS
 
 def surface_digest(content: Any) -> str:
     """The canonical digest of a surface's content, ``"sha256:" + hex``, the same for every
-    JSON-equal value (``app.core.projection.patch.json_equal``): orjson with sorted keys (objects
-    are unordered), ``1`` and ``1.0`` or ``true`` and ``1`` written apart (they are different
-    values), and ``-0.0`` written as ``0.0`` (an equal value: the diff never sends a sign
+    JSON-equal value (``app.core.projection.patch_equal.json_equal``): orjson with sorted keys
+    (objects are unordered), ``1`` and ``1.0`` or ``true`` and ``1`` written apart (they are
+    different values), and ``-0.0`` written as ``0.0`` (an equal value: the diff never sends a sign
     change of zero, so both ends must agree on it). Floats are orjson's shortest round-trip
     form, so a value that went through a frame's bytes digests the same. Raises ``TypeError``
     (``orjson.JSONEncodeError``) for a value that is not JSON (the subscriber catches it)."""

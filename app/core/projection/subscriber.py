@@ -14,9 +14,8 @@ Fail-closed rules (RFC 0114 "on ANY failure ... store-without-render"; openwop-a
   schemas/materialized-surface and the frame's own identity and catalog fields;
 - a delta applies only to exactly the surface it names as its base (``baseSequence``, unique
   in the run's gap-free log): anything else is a sequence gap;
-- patches are applied by the strict applier
-(``app.core.projection.patch.apply_patch``): a bad path, a
-  missing node, ``test`` or a malformed op fails;
+- patches are applied by the strict applier (``app.core.projection.patch_apply.apply_patch``): a bad
+  path, a missing node, ``test`` or a malformed op fails;
 - on any failure the last good surface is kept but marked ``stale`` (not renderable, no
   actions), later deltas for it are refused until a full frame arrives, and ``ResyncNeeded``
   says why. An unvalidated surface is never returned;
@@ -69,7 +68,7 @@ import orjson
 from app.core.admission.refusal import Violation
 from app.core.common.pointer import PointerError, join, parse
 from app.core.projection.frames import DIGEST_PATTERN, surface_digest
-from app.core.projection.patch import PatchError, apply_patch
+from app.core.projection.patch_apply import PatchError, apply_patch
 from app.core.projection.surfaces import V1_SURFACE_ID
 from app.core.runlog.pmap import PMap
 
