@@ -20,10 +20,9 @@ from app.core.projection.frames import (
     Recipient,
     SubscriberCursor,
     answer_resync,
-    full_frame,
     plan_frames,
-    surface_digest,
 )
+from app.core.projection.frames_wire import full_frame, surface_digest
 from app.core.projection.patch_apply import apply_patch
 from app.core.projection.patch_equal import json_equal
 from app.core.projection.subscriber import (

@@ -27,10 +27,10 @@ Fail-closed rules (RFC 0114 "on ANY failure ... store-without-render"; openwop-a
   or applies to a deleted surface, is refused, so a delta can neither set nor drop
   ``untrusted``;
 - the periodic digest check (every ``fullEvery``-th delta carries ``digest``, the
-  ``app.core.projection.frames.surface_digest`` of the surface after the patch): the result's digest
-  must be that one, else the surface has drifted from the projector's (an application mutated what
-  it was handed, or a differing applier) although every sequence matched: it is not delivered,
-  it goes stale and a resync brings one full frame (``"digest mismatch: drift"``).
+  ``app.core.projection.frames_wire.surface_digest`` of the surface after the patch): the result's
+  digest must be that one, else the surface has drifted from the projector's (an application
+  mutated what it was handed, or a differing applier) although every sequence matched: it is not
+  delivered, it goes stale and a resync brings one full frame (``"digest mismatch: drift"``).
 
 Loop-proof resyncs (issue 14 item 2; docs/projection.md "When a surface stays invalid"): a
 resync is a request/answer pair, and no pair may repeat without a state change, whatever the
@@ -67,7 +67,7 @@ import orjson
 
 from app.core.admission.refusal import Violation
 from app.core.common.pointer import PointerError, join, parse
-from app.core.projection.frames import DIGEST_PATTERN, surface_digest
+from app.core.projection.frames_wire import DIGEST_PATTERN, surface_digest
 from app.core.projection.patch_apply import PatchError, apply_patch
 from app.core.projection.surfaces import V1_SURFACE_ID
 from app.core.runlog.pmap import PMap
