@@ -49,8 +49,8 @@ from app.core.admission.validator import (
     validate,
 )
 from app.core.admission.validator_batch import source_of
-from app.core.projection.patch import json_equal
-from app.core.projection.subscriber import SubscriberView
+from app.core.projection.patch_equal import json_equal
+from app.core.projection.subscriber_view import SubscriberView
 from app.core.projection.surfaces import Projection, replay
 from app.core.runlog.run_state import RunState
 from app.shell.worker.kafka_io import partitions_of, read_topic

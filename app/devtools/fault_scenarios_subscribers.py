@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from app.core.projection.subscriber import SubscriberView
+from app.core.projection.subscriber_view import SubscriberView
 from app.devtools.fault_accounting import (
     Outputs,
     read_outputs,

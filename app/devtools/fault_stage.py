@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.core.projection.subscriber import SubscriberView
+from app.core.projection.subscriber_view import SubscriberView
 from app.devtools.fault_accounting import (
     Accounting,
     Outputs,

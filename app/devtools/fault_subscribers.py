@@ -28,7 +28,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from app.core.http.wire_ids import project_run_id
-from app.core.projection.subscriber import Delivered, ResyncNeeded, SubscriberView, receive
+from app.core.projection.subscriber import receive
+from app.core.projection.subscriber_view import Delivered, ResyncNeeded, SubscriberView
 from app.core.projection.subscriptions import Subscription, encode_subscription
 from app.core.projection.surfaces import Projection
 from app.core.runlog.topic_plan import subscriber_topic

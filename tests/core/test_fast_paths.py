@@ -13,11 +13,11 @@ fold.single_node_set_shared                    = fold.single_node_set
 fold.kinds_of                                  = message_kind of each message ("unknown": none)
 apply_with's first-emission Correlation        = fold.correlation_entry(None, kind, rec, None)
 fold.apply_with (given what the state holds)   = fold.apply
-patch.json_equal_reference                     = ``==`` of the values tagged with their JSON types
-patch.json_equal, json_equal_in_c,             = patch.json_equal_reference
+patch_equal.json_equal_reference               = ``==`` of the values tagged with their JSON types
+patch_equal.json_equal, json_equal_in_c,       = patch_equal.json_equal_reference
   json_equal_bytes_first
-patch.loosely_equal                            reference => loosely_equal => ``==``
-patch.equal_run                                = the run of pairs equal by ``==`` (loose) or the
+patch_equal.loosely_equal                      reference => loosely_equal => ``==``
+patch_equal.equal_run                          = the run of pairs equal by ``==`` (loose) or the
                                                  reference (strict), leading or trailing
 =============================================  =================================================
 """
@@ -51,7 +51,7 @@ from app.core.admission.fold import (
 from app.core.admission.limits import Limits, scan_open_value, walk_open_value
 from app.core.admission.limits_envelope import check_envelope, plainly_within
 from app.core.admission.policy import HostPolicy
-from app.core.projection.patch import (
+from app.core.projection.patch_equal import (
     equal_run,
     json_equal,
     json_equal_bytes_first,

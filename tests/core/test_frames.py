@@ -1,5 +1,6 @@
-"""Frame planning (app.core.projection.frames): the full/delta rules of issue 5 §3 in order, the
-shared delta, RFC 0114's frame inside ours, SR-1 on patch values, taint on every frame, resync."""
+"""Frame planning (app.core.projection.frames, frames_wire): the full/delta rules of issue 5 §3 in
+order, the shared delta, RFC 0114's frame inside ours, SR-1 on patch values, taint on every frame,
+resync."""
 
 from __future__ import annotations
 
@@ -15,19 +16,22 @@ from jsonschema import Draft202012Validator
 from app.core.admission.redaction import prepare as prepare_secrets
 from app.core.projection import frames
 from app.core.projection.frames import (
-    DIGEST_PATTERN,
     MAX_RESYNCS,
     Recipient,
     answer_resync,
     catch_up,
-    encode_frame,
     on_resync,
     plan_frames,
     prepare,
+)
+from app.core.projection.frames_wire import (
+    DIGEST_PATTERN,
+    encode_frame,
+    full_frame,
     rfc0114_frame,
     surface_digest,
 )
-from app.core.projection.patch import json_equal
+from app.core.projection.patch_equal import json_equal
 from app.core.projection.surfaces import Projection, SurfaceChange, project
 from app.shell.schema_files import load_schema_documents
 from tests.core.projection_support import (
@@ -456,7 +460,7 @@ def test_frames_a_resync_answer_is_marked_and_nothing_else_is() -> None:
     send, _ = answer_resync(surface, DELTA, d.cursors[DELTA.subscriber_id])
     answer = orjson.loads(send.frame)
     assert answer["resync"] is True and FRAME_SCHEMA.is_valid(answer)
-    assert {k: v for k, v in answer.items() if k != "resync"} == frames.full_frame(surface)
+    assert {k: v for k, v in answer.items() if k != "resync"} == full_frame(surface)
     ((caught_up, _),) = catch_up([surface], FULL)
     for unmarked in [*(s.frame for s in first.sends), caught_up.frame]:
         assert "resync" not in orjson.loads(unmarked)

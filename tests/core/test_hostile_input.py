@@ -25,7 +25,8 @@ from app.core.admission.policy import SURFACE_KIND, HostPolicy
 from app.core.admission.refusal import CODES
 from app.core.admission.validator import Append, Reject, SourceRecord, validate
 from app.core.common.pointer import syntax_error
-from app.core.projection.patch import apply_patch, diff
+from app.core.projection.patch import diff
+from app.core.projection.patch_apply import apply_patch
 from app.core.projection.surfaces import Projection, parse_data_path, project, replay
 from app.core.runlog.keys import partition_for_run
 from app.core.runlog.run_state import RunState

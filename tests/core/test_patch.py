@@ -1,5 +1,5 @@
-"""RFC 6902 diff/apply (app.core.projection.patch): the RFC's Appendix A examples against the strict
-applier, the applier's refusals, the diff's shapes, and the laws
+"""RFC 6902 diff/apply (app.core.projection.patch, patch_apply): the RFC's Appendix A examples
+against the strict applier, the applier's refusals, the diff's shapes, and the laws
 ``apply_patch(old, diff(old, new)) == new`` and "the input is never mutated"."""
 
 from __future__ import annotations
@@ -12,14 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.common.pointer import join
-from app.core.projection.patch import (
-    PatchError,
-    apply_patch,
-    diff,
-    json_equal,
-    parse_pointer,
-    verified_diff,
-)
+from app.core.projection.patch import diff, verified_diff
+from app.core.projection.patch_apply import PatchError, apply_patch, parse_pointer
+from app.core.projection.patch_equal import json_equal
 
 # --- RFC 6902 Appendix A ------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.common.pointer import PointerError, escape, join, parse, syntax_error, unescape
-from app.core.projection.patch import PatchError, parse_pointer
+from app.core.projection.patch_apply import PatchError, parse_pointer
 from app.core.projection.surfaces import parse_data_path
 
 # Tokens rich in the characters that matter: "~", "/", "0", "1", and the empty token.

@@ -20,7 +20,8 @@ from jsonschema import Draft202012Validator
 from app.core.admission.decision import event_id_for
 from app.core.admission.payload_rules import PayloadRules
 from app.core.projection import sse_frames
-from app.core.projection.patch import apply_patch, json_equal
+from app.core.projection.patch_apply import apply_patch
+from app.core.projection.patch_equal import json_equal
 from app.core.projection.sse_frames import (
     DELTA_EVENT,
     FULL_REASONS,

@@ -20,27 +20,27 @@ from app.core.projection.frames import (
     Recipient,
     SubscriberCursor,
     answer_resync,
-    full_frame,
     plan_frames,
-    surface_digest,
 )
-from app.core.projection.patch import apply_patch, json_equal
-from app.core.projection.subscriber import (
-    DRIFT,
+from app.core.projection.frames_wire import full_frame, surface_digest
+from app.core.projection.patch_apply import apply_patch
+from app.core.projection.patch_equal import json_equal
+from app.core.projection.subscriber import DRIFT, receive
+from app.core.projection.subscriber_checks import surface_problem, validate_surface
+from app.core.projection.subscriber_resync import (
     RESYNC_BACKOFF_BASE,
     RESYNC_BACKOFF_CAP,
+    backoff_delay,
+    due_resyncs,
+    next_resync_at,
+)
+from app.core.projection.subscriber_view import (
     Delivered,
     HeldInvalid,
     InvalidSurface,
     ResyncDeferred,
     ResyncNeeded,
     SubscriberView,
-    backoff_delay,
-    due_resyncs,
-    next_resync_at,
-    receive,
-    surface_problem,
-    validate_surface,
 )
 from app.core.projection.surfaces import Projection, SurfaceKey, project
 from tests.core.admission_support import rules

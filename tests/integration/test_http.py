@@ -24,7 +24,7 @@ from openwop_client.sse import stream_events
 
 from app.core.admission.payload_rules import PayloadRules
 from app.core.http.wire_ids import project_run_id
-from app.core.projection.patch import apply_patch
+from app.core.projection.patch_apply import apply_patch
 from app.devtools.fault_kit import WorkerProcess, apply_topics
 from app.shell.cli.broker import Broker
 from app.shell.schema_files import load_schema_documents

@@ -126,10 +126,26 @@ _SEAM_OFF = "the conformance seams are off (A2UI_STREAM_SEAMS)"
 
 def _run_routes(prefix: str, *, v1: bool) -> tuple[Route, ...]:
     """The run routes under ``prefix`` (``/runs`` or ``/v1/runs``): v1 serves the same ones but
-    the poll (a v2 operation, §9)."""
+    the poll (a v2 operation, §9). The reads, then the writes, then the catch-all."""
     tag = "runs-v1" if v1 else "runs"
     key = "v1_" if v1 else ""
     run = f"{prefix}/{{runId}}"
+    # Last: any other path under the prefix is 404, after auth (an unknown endpoint of a
+    # run is answered as the run routes are: no token, no answer), saying how to write it.
+    no_endpoint = Route(
+        name=f"{key}no_run_endpoint",
+        methods=(ANY,),
+        path=f"{prefix}/{{rest}}",
+        summary="",
+        responses=(401, 404),
+        documented=False,
+        tag=tag,
+    )
+    return (*_run_reads(run, key, tag, v1=v1), *_run_writes(run, key, tag), no_endpoint)
+
+
+def _run_reads(run: str, key: str, tag: str, *, v1: bool) -> list[Route]:
+    """A run's reads (``run``: its path): the snapshot, its events and, in v2, the poll."""
     routes = [
         Route(
             name=f"{key}get_run",
@@ -168,7 +184,12 @@ def _run_routes(prefix: str, *, v1: bool) -> tuple[Route, ...]:
                 tag=tag,
             )
         )
-    routes += [
+    return routes
+
+
+def _run_writes(run: str, key: str, tag: str) -> list[Route]:
+    """A run's writes (``run``: its path): fork, an envelope, cancel, an interrupt, an action."""
+    return [
         Route(name=f"{key}fork_run", methods=("POST",), path=f"{run}:fork",
               summary="Fork the run {mode, fromSeq?, runOptionsOverlay?}: a new run holding "
               "its events before fromSeq as recorded; nothing re-executes",
@@ -185,12 +206,7 @@ def _run_routes(prefix: str, *, v1: bool) -> tuple[Route, ...]:
         Route(name=f"{key}submit_action", methods=("POST",), path=f"{run}/actions",
               summary="A user's action from a surface", responses=_WRITE, right="act",
               body="json", owner=True, scope="run", tag=tag),
-        # Last: any other path under the prefix is 404, after auth (an unknown endpoint of a
-        # run is answered as the run routes are: no token, no answer), saying how to write it.
-        Route(name=f"{key}no_run_endpoint", methods=(ANY,), path=f"{prefix}/{{rest}}",
-              summary="", responses=(401, 404), documented=False, tag=tag),
     ]  # fmt: skip
-    return tuple(routes)
 
 
 ROUTES: tuple[Route, ...] = (

@@ -1,183 +1,39 @@
-"""RFC 6902 JSON Patch for the projector: a diff that only emits add/remove/replace, a STRICT
-applier, and ``verified_diff`` (diff, apply, compare: a patch is only ever sent when it
-reproduces the target exactly; issue 5 §3, RFC 0114 "MUST be a valid RFC 6902 document").
+"""RFC 6902 JSON Patch for the projector: a diff that only emits add/remove/replace, and
+``verified_diff`` (diff, apply, compare: a patch is only ever sent when it reproduces the target
+exactly; issue 5 §3, RFC 0114 "MUST be a valid RFC 6902 document"). The strict applier is
+``app.core.projection.patch_apply``; JSON equality, strict on types, and its fast paths are
+``app.core.projection.patch_equal``.
 
 Values are plain JSON values (dict, list, str, int, float, bool, None) and are never mutated:
-``diff`` shares subtrees of ``new`` in the op values, and ``apply_patch`` copies on write (only
-the containers along the paths it touches), so its input document and the patch stay intact.
-Subtrees that are the SAME object in ``old`` and ``new`` (structural sharing, as
-``app.core.projection.surfaces`` produces) are skipped without being walked.
+``diff`` shares subtrees of ``new`` in the op values. Subtrees that are the SAME object in
+``old`` and ``new`` (structural sharing, as ``app.core.projection.surfaces`` produces) are
+skipped without being walked.
 
-Equality is JSON equality, strict on types: ``1`` and ``true`` differ, ``1`` and ``1.0``
-differ (orjson writes them differently), ``-0.0`` equals ``0.0``, object key order does not
-matter (RFC 8259 objects are unordered).
-
-The applier raises ``PatchError`` (a ``ValueError``) for every invalid patch: a pure function
-over untrusted input that signals "this frame is unusable"; the subscriber turns it into a
-``ResyncNeeded`` value (STYLE rule 3: the exception never crosses the core's API as a crash).
-
-May import: the standard library, orjson and app.core.common.pointer (pure).
+May import: the standard library, app.core.common.pointer (pure) and the room's modules
+patch_apply and patch_equal.
 """
 
 from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Iterator
 from typing import Any
 
-import orjson
-
-from app.core.common.pointer import PointerError, escape, parse
+from app.core.common.pointer import escape
+from app.core.projection.patch_apply import PatchError, apply_patch
+from app.core.projection.patch_equal import (
+    equal_run,
+    json_equal_bytes_first,
+    json_equal_in_c,
+    loosely_equal,
+)
 
 __all__ = [
-    "PatchError",
-    "parse_pointer",
-    "json_equal",
-    "json_equal_reference",
-    "json_equal_in_c",
-    "json_equal_bytes_first",
-    "loosely_equal",
-    "equal_run",
     "diff",
-    "apply_patch",
     "verified_diff",
 ]
 
-_OPS = frozenset({"add", "remove", "replace", "move", "copy"})
-_CONTAINERS = (dict, list)
 _MISSING: Any = object()
-
-
-class PatchError(ValueError):
-    """The patch cannot be applied to this document (RFC 6902 §5: the whole patch fails).
-    ``index`` is the failing operation (``None`` when the patch itself is malformed)."""
-
-    def __init__(self, message: str, index: int | None = None) -> None:
-        super().__init__(message if index is None else f"op {index}: {message}")
-        self.index = index
-
-
-# --- RFC 6901 pointers (app.core.common.pointer) --------------------------------------------------
-
-
-def parse_pointer(path: Any) -> list[str]:
-    """``app.core.common.pointer.parse``, refusing as the applier does: a ``PatchError`` with the
-    same message (RFC 6902 §5: a malformed pointer makes the whole patch fail)."""
-    try:
-        return parse(path)
-    except PointerError as exc:
-        raise PatchError(str(exc)) from None
-
-
-def _index(token: str, length: int, *, allow_end: bool, path: str) -> int:
-    """An array index token (RFC 6901 §4: ``0`` or digits without a leading zero; ``-`` is the
-    position after the last element, legal only where RFC 6902 §4.1 ``add`` allows it)."""
-    if token == "-":
-        if allow_end:
-            return length
-        raise PatchError(f"path {path!r}: '-' names no existing element")
-    if not token.isdigit() or not token.isascii() or (len(token) > 1 and token[0] == "0"):
-        raise PatchError(f"path {path!r}: {token!r} is not an array index")
-    index = int(token)
-    limit = length if allow_end else length - 1
-    if index > limit:
-        raise PatchError(f"path {path!r}: index {index} is out of range (length {length})")
-    return index
-
-
-# --- equality -----------------------------------------------------------------------------------
-#
-# One idea, JSON equality strict on types, with a readable reference and the fast paths that
-# shortcut it (STYLE rule 12; tests/core/test_fast_paths.py checks each against it):
-#
-#   json_equal_reference     the reference: both values walked in Python (shared subtrees skipped)
-#   json_equal               the same walk for the top levels, then json_equal_in_c below
-#   json_equal_in_c          Python's ``==`` and orjson bytes (C); the reference if they cannot tell
-#   json_equal_bytes_first   orjson bytes first when the documents share nothing, else json_equal
-#   loosely_equal            a weaker screen (the diff's fast pass, whose patches are verified
-#                            strictly): the reference implies it, and it implies ``==``
-#   equal_run                the run of equal leading (trailing) pairs of two arrays, counted in C
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON equality, strict on types (``True != 1``, ``1 != 1.0``), objects unordered: the fast
-    twin of ``json_equal_reference``. The top levels are walked in Python so that subtrees
-    shared by both sides (the same object) are skipped without a look; deeper subtrees are
-    compared in C (``json_equal_in_c``)."""
-    return _walk_equal(a, b, _WALK_DEPTH)
-
-
-def json_equal_reference(a: Any, b: Any) -> bool:
-    """The reference of JSON equality: both values walked in Python all the way down (a subtree
-    that is the same object on both sides is equal without a look). Objects are equal when they
-    have the same keys with equal values, in any order; arrays when equal pairwise; scalars when
-    of the same type and ``==`` (so ``-0.0`` equals ``0.0``)."""
-    return _walk_equal(a, b, _ALL_LEVELS)
-
-
-_WALK_DEPTH = 2  # the root and a wide container under it (components): where sharing pays off
-_dumps = orjson.dumps
-
-
-_ALL_LEVELS = -1  # counts down from -1 and so never reaches 0: walked all the way down
-
-
-def _walk_equal(a: Any, b: Any, levels: int) -> bool:
-    # ``levels``: how many container levels are walked here before json_equal_in_c
-    if a is b:
-        return True
-    ta = type(a)
-    if ta is not type(b):
-        return False
-    if ta is dict:
-        if len(a) != len(b):
-            return False
-        if levels == 0:
-            return json_equal_in_c(a, b)
-        below = levels - 1
-        for key, value in a.items():
-            other = b.get(key, _MISSING)
-            if value is not other and (other is _MISSING or not _walk_equal(value, other, below)):
-                return False
-        return True
-    if ta is list:
-        if len(a) != len(b):
-            return False
-        if levels == 0:
-            return json_equal_in_c(a, b)
-        below = levels - 1
-        return all(x is y or _walk_equal(x, y, below) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
-
-
-def json_equal_in_c(a: Any, b: Any) -> bool:
-    """``json_equal_reference``, done in C where possible: Python's ``==`` (which skips
-    identical objects) rules out every difference except ``True == 1`` and ``1 == 1.0``; equal
-    orjson bytes then prove equality. Otherwise (a key-order difference, ``-0.0`` against
-    ``0.0``, a bool against a number, or a value orjson cannot encode) the reference walks."""
-    if a is b:
-        return True
-    ta = type(a)
-    if ta is not type(b) or a != b:
-        return False
-    if ta is not dict and ta is not list:
-        return True
-    try:
-        if _dumps(a) == _dumps(b):
-            return True
-    except (TypeError, orjson.JSONEncodeError):
-        pass
-    return _walk_equal(a, b, _ALL_LEVELS)
-
-
-def loosely_equal(a: Any, b: Any) -> bool:
-    """The screen of the diff's fast pass, weaker than ``json_equal_reference``: the same type
-    and Python's ``==`` (so ``[1]`` loosely equals ``[1.0]``, and ``[True]`` ``[1]``)."""
-    return a is b or (type(a) is type(b) and a == b)
-
-
-# --- diff ---------------------------------------------------------------------------------------
 
 
 def diff(old: Any, new: Any) -> list[dict[str, Any]]:
@@ -285,33 +141,7 @@ def _diff_object(
         _diff(old, value, path + "/" + escape(key), out, strict)
 
 
-_ne, _not, _count_of = operator.ne, operator.not_, operator.countOf
-_takewhile, _islice, _compress = itertools.takewhile, itertools.islice, itertools.compress
-
-
-def equal_run(a: list[Any], b: list[Any], limit: int, strict: bool, tail: bool = False) -> int:
-    """How many leading (``tail``: trailing) elements of ``a`` and ``b``, at most ``limit``, are
-    equal: ``==`` (in C, stopping at the first difference). Strictly, the run found is then
-    confirmed with orjson bytes (``True == 1`` in Python, not in JSON), so it is the run of
-    pairs that ``json_equal_reference`` finds equal."""
-    la, lb = len(a), len(b)
-    if tail and limit and a[la - limit :] == b[lb - limit :]:
-        count = limit  # everything after the head is equal (one slice comparison in C)
-    else:
-        # the pairs compared in C (``map``, ``takewhile`` and ``countOf`` iterate without a
-        # Python frame per element), stopping at the first unequal pair
-        unequal = map(_ne, reversed(a), reversed(b)) if tail else map(_ne, a, b)
-        count = _count_of(_takewhile(_not, _islice(unequal, limit)), False)
-    if strict and count:
-        x, y = (a[la - count :], b[lb - count :]) if tail else (a[:count], b[:count])
-        same = json_equal_in_c
-        if not same(x, y):  # a True == 1 inside: count one by one
-            count = 0
-            while count < limit and (
-                same(a[la - 1 - count], b[lb - 1 - count]) if tail else same(a[count], b[count])
-            ):
-                count += 1
-    return count
+_ne, _compress = operator.ne, itertools.compress
 
 
 def _diff_array(
@@ -352,171 +182,3 @@ def _diff_array(
         out.append({"op": "replace", "path": path, "value": b})
     else:
         out.extend(ops)
-
-
-# --- apply --------------------------------------------------------------------------------------
-
-
-class _Applier:
-    """Copy-on-write application: a container is copied (shallowly) the first time an op
-    writes into it; ``owned`` holds the copies (kept alive, so their ids stay unique)."""
-
-    __slots__ = ("root", "_owned", "_keep")
-
-    def __init__(self, root: Any) -> None:
-        self.root = root
-        self._owned: set[int] = set()
-        self._keep: list[Any] = []
-
-    def _copy(self, container: Any) -> Any:
-        copy = container.copy()
-        self._owned.add(id(copy))
-        self._keep.append(copy)
-        return copy
-
-    def _parent(self, tokens: list[str], path: str) -> Any:
-        """The (writable) container holding the last token's target."""
-        node, owned = self.root, self._owned
-        if not isinstance(node, _CONTAINERS):
-            raise PatchError(f"path {path!r}: the document is not a container")
-        if id(node) not in owned:
-            node = self.root = self._copy(node)
-        for token in tokens[:-1]:
-            if isinstance(node, dict):
-                child = node.get(token, _MISSING)
-                if child is _MISSING:
-                    raise PatchError(f"path {path!r}: no member {token!r}")
-                key: Any = token
-            elif isinstance(node, list):
-                key = _index(token, len(node), allow_end=False, path=path)
-                child = node[key]
-            else:
-                raise PatchError(f"path {path!r}: {token!r} is inside a scalar")
-            if not isinstance(child, _CONTAINERS):
-                raise PatchError(f"path {path!r}: {token!r} is a scalar, not a container")
-            if id(child) not in owned:  # copy on the first write below it
-                child = node[key] = self._copy(child)
-            node = child
-        return node
-
-    def get(self, tokens: list[str], path: str) -> Any:
-        node = self.root
-        for token in tokens:
-            if isinstance(node, dict):
-                node = node.get(token, _MISSING)
-                if node is _MISSING:
-                    raise PatchError(f"path {path!r}: no member {token!r}")
-            elif isinstance(node, list):
-                node = node[_index(token, len(node), allow_end=False, path=path)]
-            else:
-                raise PatchError(f"path {path!r}: {token!r} is inside a scalar")
-        return node
-
-    def add(self, tokens: list[str], value: Any, path: str) -> None:
-        if not tokens:  # RFC 6902 §4.1: add at the root replaces the whole document
-            self.root = value
-            return
-        parent = self._parent(tokens, path)
-        last = tokens[-1]
-        if isinstance(parent, dict):
-            parent[last] = value  # an existing member is replaced (§4.1)
-        elif isinstance(parent, list):
-            parent.insert(_index(last, len(parent), allow_end=True, path=path), value)
-        else:
-            raise PatchError(f"path {path!r}: the parent is a scalar")
-
-    def remove(self, tokens: list[str], path: str) -> Any:
-        if not tokens:
-            raise PatchError("remove of the whole document is not supported")
-        parent = self._parent(tokens, path)
-        last = tokens[-1]
-        if isinstance(parent, dict):
-            if last not in parent:  # §4.2: the target location MUST exist
-                raise PatchError(f"path {path!r}: no member {last!r} to remove")
-            return parent.pop(last)
-        return parent.pop(_index(last, len(parent), allow_end=False, path=path))
-
-    def replace(self, tokens: list[str], value: Any, path: str) -> None:
-        if not tokens:
-            self.root = value
-            return
-        parent = self._parent(tokens, path)
-        last = tokens[-1]
-        if isinstance(parent, dict):
-            if last not in parent:  # §4.3: the target location MUST exist
-                raise PatchError(f"path {path!r}: no member {last!r} to replace")
-            parent[last] = value
-        else:
-            parent[_index(last, len(parent), allow_end=False, path=path)] = value
-
-
-def _ops(patch: Any) -> Iterator[tuple[int, dict[str, Any]]]:
-    if not isinstance(patch, list):
-        raise PatchError(f"a patch is an array of operations, not {type(patch).__name__}")
-    for index, op in enumerate(patch):
-        if not isinstance(op, dict):
-            raise PatchError("an operation is an object", index)
-        yield index, op
-
-
-def apply_patch(doc: Any, patch: Any) -> Any:  # noqa: C901 - RFC 6902 §4's ops in one dispatch, one branch per op
-    """Apply an RFC 6902 patch STRICTLY and return the new document; ``doc`` and ``patch`` are
-    never mutated. Raises ``PatchError`` on the first operation that cannot apply (§5: then
-    nothing applies): an unknown op or ``test`` (excluded from transport frames by RFC 0114),
-    a missing ``value``/``from``, a malformed pointer, a missing target for remove/replace/move/
-    copy, an add whose parent is missing or whose index is past the end, a move into its own
-    child (§4.4)."""
-    state = _Applier(doc)
-    for index, op in _ops(patch):
-        name = op.get("op")
-        if name not in _OPS:
-            raise PatchError(f"op {name!r} is not add/remove/replace/move/copy", index)
-        path = op.get("path", _MISSING)
-        if path is _MISSING:
-            raise PatchError("an operation needs a path", index)
-        try:
-            tokens = parse_pointer(path)
-            if name in ("add", "replace"):
-                value = op.get("value", _MISSING)
-                if value is _MISSING:
-                    raise PatchError(f"{name} needs a value")
-                (state.add if name == "add" else state.replace)(tokens, value, path)
-            elif name == "remove":
-                state.remove(tokens, path)
-            else:
-                source = op.get("from", _MISSING)
-                if source is _MISSING:
-                    raise PatchError(f"{name} needs a from")
-                source_tokens = parse_pointer(source)
-                if name == "move":
-                    if source_tokens == tokens:  # §4.4: the from location MUST still exist
-                        state.get(source_tokens, source)
-                        continue
-                    if tokens[: len(source_tokens)] == source_tokens:
-                        raise PatchError(f"move from {source!r} into its own child {path!r}")
-                    state.add(tokens, state.remove(source_tokens, source), path)
-                else:
-                    state.add(tokens, state.get(source_tokens, source), path)
-        except PatchError as exc:
-            if exc.index is not None:
-                raise
-            raise PatchError(str(exc), index) from None
-    return state.root
-
-
-def json_equal_bytes_first(applied: Any, new: Any) -> bool:
-    """``json_equal(applied, new)`` (the fast twin of ``json_equal_reference`` for a patch's
-    verification), choosing the cheaper way: documents that share subtrees
-    (the projector's v2 surfaces) are walked, skipping shared subtrees; documents that share
-    nothing (two decoded v1 payloads) are compared as bytes first, in C."""
-    if type(applied) is dict and type(new) is dict:
-        shared = any(
-            value is applied.get(key) for key, value in new.items() if type(value) in (dict, list)
-        )
-        if not shared:
-            try:
-                if orjson.dumps(applied) == orjson.dumps(new):
-                    return True
-            except (TypeError, orjson.JSONEncodeError):
-                pass
-    return json_equal(applied, new)

@@ -79,7 +79,9 @@ import orjson
 from app.core.admission.fold import is_v2_body
 from app.core.admission.payload_rules import PayloadRules
 from app.core.projection.frame_reasons import FULL_REASONS
-from app.core.projection.patch import PatchError, apply_patch, json_equal, verified_diff
+from app.core.projection.patch import verified_diff
+from app.core.projection.patch_apply import PatchError, apply_patch
+from app.core.projection.patch_equal import json_equal
 from app.core.projection.surfaces import V1_SURFACE_ID
 
 __all__ = [

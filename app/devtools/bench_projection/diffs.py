@@ -12,7 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from app.core.projection.frames import DEFAULT_FULL_EVERY, Recipient, SubscriberCursor, plan_frames
-from app.core.projection.patch import PatchError, apply_patch, json_equal, verified_diff
+from app.core.projection.patch import verified_diff
+from app.core.projection.patch_apply import PatchError, apply_patch
+from app.core.projection.patch_equal import json_equal
 from app.core.projection.surfaces import SurfaceChange
 from app.devtools.bench_projection.inputs import TARGET_BYTES_RATIO, TARGET_SPEEDUP
 

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from app.core.projection.frames import DEFAULT_FULL_EVERY
-from app.core.projection.subscriber import InvalidSurface
+from app.core.projection.subscriber_view import InvalidSurface
 from app.shell.cli.client import client_command
 from app.shell.cli.subscriber_client import SubscriberClient
 from app.shell.errors import OperatorError

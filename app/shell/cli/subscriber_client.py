@@ -37,13 +37,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from app.core.admission.payload_rules import PayloadRules
 from app.core.projection.frames import DEFAULT_FULL_EVERY
-from app.core.projection.subscriber import (
+from app.core.projection.subscriber import receive
+from app.core.projection.subscriber_resync import due_resyncs
+from app.core.projection.subscriber_view import (
     Delivered,
     InvalidSurface,
     ResyncNeeded,
     SubscriberView,
-    due_resyncs,
-    receive,
 )
 from app.core.projection.subscriptions import Subscription, encode_subscription
 from app.core.runlog.topic_plan import subscriber_topic

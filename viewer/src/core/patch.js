@@ -1,4 +1,4 @@
-// RFC 6902 JSON Patch, applied STRICTLY (the same rules as app/core/projection/patch.py apply_patch):
+// RFC 6902 JSON Patch, applied STRICTLY (the same rules as app/core/projection/patch_apply.py apply_patch):
 // add/remove/replace/move/copy only (RFC 0114 frames never carry `test`), RFC 6901 pointers,
 // array indexes without leading zeros, "-" only to append, a missing target is an error, a
 // move into its own child is an error. The input document is never mutated; on the first
