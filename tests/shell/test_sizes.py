@@ -71,7 +71,6 @@ def long_functions(path: Path, source: str) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: the splits of this stop are under way")
 def test_no_long_module_or_function_without_a_reason() -> None:
     findings: list[str] = []
     for path in _sources():
