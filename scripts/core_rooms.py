@@ -115,8 +115,8 @@ ROOMS: dict[str, str] = {
         " reference payloads.\n\nMay import: the standard library only."
     ),
     "runlog": (
-        "The run log: record keys and the run partitioner, the topics as data, the run's"
-        " state folded from its log (frozen values over a persistent map), its lifecycle and"
+        "The run log: its records typed and parsed (the recorded event), record keys and the"
+        " run partitioner, the topics as data, the run's state folded from its log (frozen values over a persistent map), its lifecycle and"
         " its changelog's wire form, and who owns which partition (the group assignment, the"
         " owners' map).\n\nMay import: the standard library, orjson and app/core/common/."
     ),

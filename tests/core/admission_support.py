@@ -12,6 +12,7 @@ from app.core.admission.decision import Admitted, Outcome, decide
 from app.core.admission.payload_rules import PayloadRules
 from app.core.admission.policy import HostPolicy
 from app.core.common.examples import rfc0209_positive_payload
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.run_state import RunState
 from app.shell.schema_files import load_schema_documents
 
@@ -115,7 +116,7 @@ class Host:
     def __init__(self, policy: HostPolicy | None = None) -> None:
         self.policy = policy or HostPolicy()
         self.states: dict[str, RunState] = {}
-        self.logs: dict[str, list[dict[str, Any]]] = {}
+        self.logs: dict[str, list[RecordedEvent]] = {}
 
     def emit(self, env: dict[str, Any], run_id: str = RUN) -> Outcome:
         outcome = decide(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from app.core.runlog.events import RecordedEvent
+
 RUN = "tenant-a/run-0000000000000001"
 BASIC = "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json"
 
@@ -21,7 +23,7 @@ def event(
     partial: dict[str, Any] | None = None,
     kind: str = "ui.a2ui-surface",
     version: int | None = None,
-) -> dict[str, Any]:
+) -> RecordedEvent:
     """A recorded event carrying an envelope whose payload is ``body``."""
     n = next(_ids)
     envelope: dict[str, Any] = {

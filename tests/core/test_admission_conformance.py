@@ -12,6 +12,7 @@ import pytest
 from app.core.admission.decision import Admitted, Deduplicated, Refused, decide, event_id_for
 from app.core.admission.policy import HostPolicy
 from app.core.admission.refusal import CODES, HTTP_STATUS
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.run_state import RunState
 from tests.core.admission_support import (
     BASIC,
@@ -184,7 +185,7 @@ def test_admission_a2_catalog_equality_rule_when_branch_admits_both() -> None:
 # --- §C.11 recorded as recorded -------------------------------------------------------------
 
 
-def _payload_bytes_in(event: dict[str, object], payload: object) -> bool:
+def _payload_bytes_in(event: RecordedEvent, payload: object) -> bool:
     return orjson.dumps(payload) in orjson.dumps(event["payload"])
 
 
@@ -498,7 +499,10 @@ def test_admission_encode_event_bytes_and_depth_limit() -> None:
     assert (limited.violation.code, limited.violation.rule) == ("record_limit_exceeded", "depth")
     assert limited.violation.path.startswith("/envelope/payload/messages/1/updateDataModel/value/0")
     # encode_event stays the last guard for an event orjson cannot encode.
-    event = {**outcome.event, "payload": {**outcome.event["payload"], "envelope": deep_env}}
+    event: RecordedEvent = {
+        **outcome.event,
+        "payload": {**outcome.event["payload"], "envelope": deep_env},
+    }
     refused = encode_event(Admitted(event, outcome.state))
     assert isinstance(refused, Refused)
     assert (refused.violation.code, refused.violation.rule) == ("record_limit_exceeded", "depth")

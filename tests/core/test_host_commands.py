@@ -18,6 +18,7 @@ from app.core.admission.policy import HostPolicy
 from app.core.admission.validator import Append, AppendMany, Reject, SourceRecord, validate
 from app.core.http.actions import check_action
 from app.core.projection.surfaces import V1_SURFACE_ID, SurfaceKey, replay
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.keys import partition_for_run
 from app.core.runlog.run_state import RunState
 from app.shell.schema_files import load_schema_documents
@@ -53,7 +54,7 @@ class Run:
             policy or HostPolicy(secrets={run_id: (("key", SECRET),)}), command_key=GATEWAY_KEY
         )
         self.state: RunState | None = None
-        self.log: list[dict[str, Any]] = []
+        self.log: list[RecordedEvent] = []
         self.offset = 0
 
     def send(self, record: dict[str, Any], fetched: Any = None) -> Any:

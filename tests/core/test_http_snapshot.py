@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import cast
 
 import pytest
 from openwop_client.client import _run_snapshot_from_dict
 
 from app.core.http.snapshot import EXTENSION, SNAPSHOT_EVENT_TYPES, interrupts_of, snapshot
+from app.core.runlog.events import RecordedEvent
 
 
-def _event(event_type: str, node: str | None = None) -> dict[str, Any]:
-    return {"type": event_type, "payload": {} if node is None else {"nodeId": node}}
+# The host events here carry only what the snapshot reads: their type and payload.
+def _event(event_type: str, node: str | None = None) -> RecordedEvent:
+    return cast(
+        RecordedEvent, {"type": event_type, "payload": {} if node is None else {"nodeId": node}}
+    )
 
 
 SUSPENDED = _event("node.suspended", "gate")
@@ -39,10 +43,17 @@ RESOLVED = _event("interrupt.resolved", "gate")
             {"gate": "resolved", "second": "cancelled"},
         ),
         # events without a nodeId open nothing
-        ([_event("node.suspended"), {"type": "node.suspended", "payload": 1}], "running", {}),
+        (
+            [
+                _event("node.suspended"),
+                cast(RecordedEvent, {"type": "node.suspended", "payload": 1}),  # not an object
+            ],
+            "running",
+            {},
+        ),
     ],
 )
-def test_interrupts_of(events: list[dict[str, Any]], status: str, expected: dict[str, str]) -> None:
+def test_interrupts_of(events: list[RecordedEvent], status: str, expected: dict[str, str]) -> None:
     assert interrupts_of(events, status) == expected
 
 
@@ -74,7 +85,10 @@ RUN_ID = re.compile(r"[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}")
 WORKFLOW_ID = re.compile(r"[A-Za-z0-9._~:-]{1,128}")
 TENANT_ID = re.compile(r"(anon:)?[A-Za-z0-9._~-]{1,128}")
 EXTENSION_KEY = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*")
-CREATED = {"type": "run.created", "payload": {"workflowId": "conformance-approval"}}
+CREATED = cast(
+    RecordedEvent, {"type": "run.created", "payload": {"workflowId": "conformance-approval"}}
+)
+FORKED = cast(RecordedEvent, {"type": "run.forked", "payload": {"sourceRunId": "a/b"}})
 RUN = "local/0123456789abcdef0123456789abcdef"
 
 CASES = [
@@ -82,14 +96,14 @@ CASES = [
     ("resolved", RUN, "running", [CREATED, SUSPENDED, RESOLVED]),
     ("cancelled", RUN, "cancelled", [CREATED, SUSPENDED]),
     ("surfaces only", "conf/run-0123456789abcdef", "running", []),
-    ("fork", RUN, "running", [CREATED, {"type": "run.forked", "payload": {"sourceRunId": "a/b"}}]),
+    ("fork", RUN, "running", [CREATED, FORKED]),
     ("no tenant", "demo-run", "running", []),
 ]
 
 
 @pytest.mark.parametrize(("name", "run_id", "status", "events"), CASES)
 def test_the_v2_snapshot_is_what_the_closed_schema_and_runs_get_read(
-    name: str, run_id: str, status: str, events: list[dict[str, Any]]
+    name: str, run_id: str, status: str, events: list[RecordedEvent]
 ) -> None:
     doc = snapshot(run_id, status, len(events) - 1, events)
     assert V2_REQUIRED <= set(doc) <= V2_PROPERTIES, name
@@ -122,7 +136,5 @@ def test_the_snapshot_names_the_workflow_the_gate_and_the_parent() -> None:
     assert "currentNodeId" not in snapshot(RUN, "running", 2, [CREATED, SUSPENDED, RESOLVED])
     plain = snapshot("demo-run", "running", 0, [])
     assert plain["workflowId"] == "a2ui-stream:surfaces" and plain["owner"]["tenant"] == "local"
-    fork = snapshot(
-        RUN, "running", 1, [CREATED, {"type": "run.forked", "payload": {"sourceRunId": "a/b"}}]
-    )
+    fork = snapshot(RUN, "running", 1, [CREATED, FORKED])
     assert fork["parentRunId"] == "a/b" and fork["workflowId"] == "conformance-approval"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -23,6 +23,7 @@ from app.core.admission.ops import (
     select_dead_letters,
     tombstone_keys,
 )
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.keys import log_key
 
 
@@ -55,7 +56,7 @@ def letter(
     }
 
 
-def event(run: str, seq: int, **extra: Any) -> dict[str, Any]:
+def event(run: str, seq: int, **extra: Any) -> RecordedEvent:
     envelope = {
         "type": "ui.a2ui-surface",
         "correlationId": f"c-{seq}",
@@ -80,10 +81,10 @@ def event(run: str, seq: int, **extra: Any) -> dict[str, Any]:
         "payload": {"envelope": envelope, "version": 2, "trust": "untrusted"},
     }
     doc.update(extra)
-    return doc
+    return cast(RecordedEvent, doc)  # extra sets any field, by name
 
 
-def rec(run: str, seq: int, value: dict[str, Any] | None = None) -> tuple[bytes, bytes | None]:
+def rec(run: str, seq: int, value: RecordedEvent | None = None) -> tuple[bytes, bytes | None]:
     return log_key(run, seq), None if value is None else orjson.dumps(value)
 
 
@@ -306,7 +307,7 @@ def test_run_events(
 
 
 def test_run_events_takes_a_keys_latest_value() -> None:
-    newer = {**A1, "eventId": "evt-newer-0000001"}
+    newer: RecordedEvent = {**A1, "eventId": "evt-newer-0000001"}
     events = run_events(LOG + [rec("a", 1, newer)], "a")
     assert events[1]["eventId"] == "evt-newer-0000001"
 
@@ -337,7 +338,7 @@ OTHER["payload"]["envelope"]["payload"] = {"anything": "VALUE"}
         ),
     ],
 )
-def test_event_line(doc: dict[str, Any], expected: str) -> None:
+def test_event_line(doc: RecordedEvent, expected: str) -> None:
     line = event_line(doc)
     assert line == expected
     # Ids and message kinds only: no payload value reaches the line.

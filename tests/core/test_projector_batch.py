@@ -44,6 +44,7 @@ from app.core.projection.projector_runs import (
 from app.core.projection.subscriber import DRIFT
 from app.core.projection.subscriptions import Registry, register
 from app.core.projection.surfaces import SurfaceKey
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.keys import log_key, partition_for_run
 from tests.core.projection_support import (
     BASIC,
@@ -69,7 +70,7 @@ class Rec:
     key: bytes | None = None  # None: not a log key (decode reads the run from the event)
 
 
-def _rec(offset: int, recorded: dict[str, Any]) -> Rec:
+def _rec(offset: int, recorded: RecordedEvent) -> Rec:
     """The log record of ``recorded`` as the validator writes it (keyed ``runId#sequence``)."""
     return Rec(offset, orjson.dumps(recorded), log_key(recorded["runId"], recorded["sequence"]))
 
@@ -91,7 +92,7 @@ def _event(
     sid: str = "s",
     creating: bool | None = None,
     deleting: bool = False,
-) -> dict[str, Any]:
+) -> RecordedEvent:
     """Event ``sequence`` of ``run_id`` on surface ``sid``: it sets the surface's text, after
     creating it (by default in the run's first event); or it deletes the surface."""
     messages = [create(sid)] if (sequence == 0 if creating is None else creating) else []
@@ -119,7 +120,7 @@ def _registry(*subs: tuple[str, bool] | tuple[str, bool, list[str]]) -> Registry
     return registry
 
 
-def _batch(*parts: tuple[int, list[dict[str, Any]]], first: int = 0) -> Batch:
+def _batch(*parts: tuple[int, list[RecordedEvent]], first: int = 0) -> Batch:
     """A decoded batch: per partition, its events at offsets ``first, first + 1, ...``."""
     return Batch(
         tuple(p for p, _ in parts),
@@ -391,7 +392,7 @@ RUNS = (A, B, C)
 PARTITIONS = 2
 
 
-def _log(steps: Sequence[tuple[int, bool]]) -> list[dict[str, Any]]:
+def _log(steps: Sequence[tuple[int, bool]]) -> list[RecordedEvent]:
     """Interleaved events of three runs, each run's sequences 0, 1, 2, ...; some delete their
     surface (the run's next event re-creates it)."""
     heads = dict.fromkeys(RUNS, 0)
@@ -414,7 +415,7 @@ Frames = dict[tuple[str, bytes], list[bytes]]  # (subscriber, key) -> frames, in
 
 
 def _drive(
-    events: list[dict[str, Any]], cuts: Sequence[bool], cache_surfaces: int
+    events: list[RecordedEvent], cuts: Sequence[bool], cache_surfaces: int
 ) -> tuple[Frames, Frames]:
     """Plan ``events`` in batches (a new batch after each event ``cuts`` marks), applying each
     plan to a cache as the shell does and rebuilding each needed run from its own earlier
@@ -422,11 +423,11 @@ def _drive(
     subscriber topic keeps)."""
     registry = _registry(("full", False), ("d", True))
     cache: OrderedDict[str, Entry] = OrderedDict()
-    logged: list[tuple[int, dict[str, Any]]] = []  # (offset, event) by partition below
+    logged: list[tuple[int, RecordedEvent]] = []  # (offset, event) by partition below
     offsets = dict.fromkeys(range(PARTITIONS), 0)
     full: Frames = {}
     delta: Frames = {}
-    pending: list[dict[str, Any]] = []
+    pending: list[RecordedEvent] = []
     for n, recorded in enumerate(events):
         pending.append(recorded)
         if not (cuts[n % len(cuts)] if cuts else False) and n < len(events) - 1:

@@ -18,6 +18,7 @@ from app.core.projection.projector_runs import (
     rebuild_run,
 )
 from app.core.projection.surfaces import Projection, SurfaceChange, project, replay
+from app.core.runlog.events import RecordedEvent
 from tests.core.projection_support import column, components, create, data, delete, event, text
 
 RUNS = ("tenant/run-a", "tenant/run-b", "tenant/run-c")
@@ -48,11 +49,11 @@ _step = st.tuples(
 )
 
 
-def _log(steps: list[tuple[str, str, list[str], bool]]) -> list[tuple[dict[str, Any], bool]]:
+def _log(steps: list[tuple[str, str, list[str], bool]]) -> list[tuple[RecordedEvent, bool]]:
     """Recorded events of interleaved runs, each run's sequences 0, 1, 2, ...; a fork marker
     starts run-c (its lineage names run-a), and an empty body is a host event."""
     heads = dict.fromkeys(RUNS, 0)
-    out: list[tuple[dict[str, Any], bool]] = []
+    out: list[tuple[RecordedEvent, bool]] = []
     for n, (run_id, sid, kinds, evict) in enumerate(steps):
         sequence = heads[run_id]
         heads[run_id] += 1
@@ -91,7 +92,7 @@ def test_a_rebuilt_run_equals_the_never_evicted_one(steps: list[Any]) -> None:
     logged = _log(steps)
     whole = Projection()
     cache: dict[str, RunSurfaces] = {}
-    seen: dict[str, list[dict[str, Any]]] = {}
+    seen: dict[str, list[RecordedEvent]] = {}
     for recorded, evict in logged:
         run_id = recorded["runId"]
         whole, want = project(whole, recorded)

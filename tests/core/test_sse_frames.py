@@ -10,7 +10,7 @@ import copy
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonpatch
 import orjson
@@ -37,6 +37,7 @@ from app.core.projection.sse_frames import (
     surface_of,
 )
 from app.core.projection.surfaces import V1_SURFACE_ID, Projection, project
+from app.core.runlog.events import RecordedEvent
 from app.shell.schema_files import load_schema_documents
 from tests.core import projection_support as ps
 from tests.core.projection_support import FULL_SURFACE_V0
@@ -69,7 +70,7 @@ def recorded(
     version: int = 1,
     node_id: str | None = "gate",
     partial: bool | None = None,
-) -> dict[str, Any]:
+) -> RecordedEvent:
     """A recorded v1 surface event (schemas/recorded-event), as admission writes it."""
     envelope: dict[str, Any] = {
         "type": "ui.a2ui-surface",
@@ -98,10 +99,10 @@ def recorded(
     event["causationId"] = envelope["correlationId"]
     event["contentTrust"] = trust
     event["payload"] = {"envelope": envelope, "version": version, "trust": trust}
-    return event
+    return cast(RecordedEvent, event)  # built key by key, in the order admission writes them
 
 
-def lifecycle(sequence: int, kind: str = "run.started") -> dict[str, Any]:
+def lifecycle(sequence: int, kind: str = "run.started") -> RecordedEvent:
     return {
         "eventId": event_id_for(RUN, sequence),
         "runId": RUN,
@@ -127,7 +128,7 @@ def with_components(*edits: tuple[int, Any], append: Any = None) -> dict[str, An
     return body
 
 
-def held_payload(event: dict[str, Any]) -> Any:
+def held_payload(event: RecordedEvent) -> Any:
     return event["payload"]["envelope"]["payload"]
 
 
@@ -220,7 +221,7 @@ SUITE_STREAM = [
 ]
 
 
-def run_stream(events: list[dict[str, Any]]) -> list[sse_frames.StreamOutput]:
+def run_stream(events: list[RecordedEvent]) -> list[sse_frames.StreamOutput]:
     cursor, outputs = DeltaCursor(), []
     for event in events:
         cursor, output = next_output(cursor, event, orjson.dumps(event), RULES)
@@ -296,7 +297,9 @@ def test_delta_event_doc_is_the_recorded_event_with_the_frame_as_payload() -> No
         "contentTrust": "untrusted",
         "payload": result.frame,
     }
-    bare = {k: v for k, v in event.items() if k not in ("nodeId", "causationId")}
+    bare = cast(
+        RecordedEvent, {k: v for k, v in event.items() if k not in ("nodeId", "causationId")}
+    )
     assert set(doc) - set(delta_event_doc(bare, result.frame)) == {"nodeId", "causationId"}
     # trust is the meet of what the event states: a root that says trusted does not win
     assert (
@@ -313,12 +316,14 @@ ON_CLICK = {"component": "heading", "text": "Hi", "onClick": "alert(1)"}
 REORDERED = {"surface": FULL_SURFACE_V0["surface"], "catalogVersion": "0.9.1"}
 META_ONLY_UNTRUSTED = recorded(1, CHANGED)
 META_ONLY_UNTRUSTED["payload"]["envelope"]["meta"]["contentTrust"] = "untrusted"
-NO_EVENT_ID = {k: v for k, v in recorded(1, CHANGED).items() if k != "eventId"}
+NO_EVENT_ID = cast(  # malformed: no eventId
+    RecordedEvent, {k: v for k, v in recorded(1, CHANGED).items() if k != "eventId"}
+)
 V2_BODY = {"version": "v0.9", "catalogId": "c", "surfaceId": "s", "messages": []}
 BOOL_VERSION = recorded(1, CHANGED)
 BOOL_VERSION["payload"]["version"] = True
 
-REASON_CASES: list[tuple[str, dict[str, Any] | None, dict[str, Any], str]] = [
+REASON_CASES: list[tuple[str, RecordedEvent | None, RecordedEvent, str]] = [
     ("nothing delivered yet", None, recorded(0, FULL_SURFACE_V0), "first"),
     ("a leaf changed", recorded(0, FULL_SURFACE_V0), recorded(1, CHANGED), "delta"),
     ("version 0 is the v1 branch", recorded(0, FULL_SURFACE_V0, version=0),
@@ -367,7 +372,7 @@ def test_reason_table_covers_every_payload_independent_reason() -> None:
     ids=[case[0] for case in REASON_CASES],
 )
 def test_step_reason_and_output(
-    before: dict[str, Any] | None, event: dict[str, Any], reason: str
+    before: RecordedEvent | None, event: RecordedEvent, reason: str
 ) -> None:
     cursor = DeltaCursor() if before is None else step(DeltaCursor(), before, RULES).cursor
     result = step(cursor, event, RULES)
@@ -580,18 +585,18 @@ else:  # pragma: no cover
 # --- sticky taint: every event shown after a taint says untrusted (issue 14 item 7) ------------
 
 
-def v2_event(sequence: int, sid: str, *messages: Any, trust: str = "trusted") -> dict[str, Any]:
+def v2_event(sequence: int, sid: str, *messages: Any, trust: str = "trusted") -> RecordedEvent:
     event = ps.event(sequence, ps.v2(sid, *messages), run_id=RUN, trust=trust)
     event["eventId"] = event_id_for(RUN, sequence)
     return event
 
 
-def v1_at(sequence: int, trust: str = "trusted", text: str | None = None) -> dict[str, Any]:
+def v1_at(sequence: int, trust: str = "trusted", text: str | None = None) -> RecordedEvent:
     body = with_components((1, text or f"text {sequence}"))
     return recorded(sequence, body, trust=trust)
 
 
-def meta_only(sequence: int) -> dict[str, Any]:
+def meta_only(sequence: int) -> RecordedEvent:
     """Root and payload say trusted, the envelope's meta says untrusted (never recorded by our
     admission, but a reader must take the meet, §7)."""
     event = v1_at(sequence)
@@ -599,8 +604,8 @@ def meta_only(sequence: int) -> dict[str, Any]:
     return event
 
 
-def no_root_trust(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in event.items() if k != "contentTrust"}
+def no_root_trust(event: RecordedEvent) -> RecordedEvent:
+    return cast(RecordedEvent, {k: v for k, v in event.items() if k != "contentTrust"})
 
 
 U, T = "untrusted", "trusted"
@@ -609,7 +614,7 @@ CREATE_B = (ps.create("b"), ps.components("b", ps.text("root")))
 UPDATE = ps.components("a", ps.text("root", "later"))
 UPDATE_B = ps.components("b", ps.text("root", "later"))
 
-TAINT_CASES: list[tuple[str, list[dict[str, Any]], list[str | None]]] = [
+TAINT_CASES: list[tuple[str, list[RecordedEvent], list[str | None]]] = [
     ("v1: untrusted, then trusted updates", [v1_at(0), v1_at(1, U), v1_at(2), v1_at(3)],
      [T, U, U, U]),
     ("v1: the first envelope untrusted", [v1_at(0, U), v1_at(1)], [U, U]),
@@ -629,7 +634,7 @@ TAINT_CASES: list[tuple[str, list[dict[str, Any]], list[str | None]]] = [
 ]  # fmt: skip
 
 
-def shown_stream(events: list[dict[str, Any]]) -> list[Any]:
+def shown_stream(events: list[RecordedEvent]) -> list[Any]:
     taint, out = NO_TAINT, []
     for event in events:
         shown = present(taint, event, orjson.dumps(event))
@@ -644,7 +649,7 @@ def shown_stream(events: list[dict[str, Any]]) -> list[Any]:
     ids=[case[0] for case in TAINT_CASES],
 )
 def test_every_event_of_a_tainted_surface_is_shown_untrusted(
-    events: list[dict[str, Any]], expected: list[str | None]
+    events: list[RecordedEvent], expected: list[str | None]
 ) -> None:
     recorded_bytes = [orjson.dumps(e) for e in events]
     snapshot = copy.deepcopy(events)
@@ -676,7 +681,7 @@ PROJECTION_CASES = [case for case in TAINT_CASES if "meta only" not in case[0]]
 
 @pytest.mark.parametrize("events", [case[1] for case in PROJECTION_CASES],
                          ids=[case[0] for case in PROJECTION_CASES])  # fmt: skip
-def test_shown_trust_is_the_projections_sticky_trust(events: list[dict[str, Any]]) -> None:
+def test_shown_trust_is_the_projections_sticky_trust(events: list[RecordedEvent]) -> None:
     """One rule, two homes: what a reader is shown equals the materialized surface's trust
     (app.core.projection.surfaces, which the values mode and every subscriber frame use). The
     projection reads the root and ``payload.trust``, not the envelope's meta, so the meta-only case

@@ -43,6 +43,7 @@ from app.core.projection.subscriber_view import (
     SubscriberView,
 )
 from app.core.projection.surfaces import Projection, SurfaceKey, project
+from app.core.runlog.events import RecordedEvent
 from tests.core.admission_support import rules
 from tests.core.projection_support import (
     FULL_SURFACE_V0,
@@ -868,7 +869,7 @@ class Pair:
         self.kinds: list[str] = []
         self.digests = 0  # digest checks the delta subscriber passed
 
-    def step(self, ev: dict[str, Any]) -> Any:
+    def step(self, ev: RecordedEvent) -> Any:
         self.state, changes = project(self.state, ev)
         for change in changes:
             # a cursor is per (subscriber, surface)
@@ -905,7 +906,7 @@ class Pair:
         return None
 
 
-def run_pair(events: list[dict[str, Any]], full_every: int = 1000) -> Pair:
+def run_pair(events: list[RecordedEvent], full_every: int = 1000) -> Pair:
     pair = Pair(full_every)
     for ev in events:
         pair.step(ev)
@@ -956,7 +957,7 @@ DATA_PATHS = st.one_of(
 
 
 @st.composite
-def v2_evolution(draw: st.DrawFn) -> list[dict[str, Any]]:
+def v2_evolution(draw: st.DrawFn) -> list[RecordedEvent]:
     sids = ["s1", "s2"]
     live = {sid: False for sid in sids}
     events = []
@@ -1035,7 +1036,7 @@ def v1_payload(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
-def v1_evolution(draw: st.DrawFn) -> list[dict[str, Any]]:
+def v1_evolution(draw: st.DrawFn) -> list[RecordedEvent]:
     first = draw(v1_payload())
     events = [event(0, first)]
     current = first
@@ -1071,7 +1072,7 @@ _SETTINGS = settings(max_examples=500, deadline=None, suppress_health_check=[Hea
 @_SETTINGS
 @given(v2_evolution(), st.integers(1, 6))
 def test_subscriber_property_v2_delta_reconstruction_equals_full(
-    events: list[dict[str, Any]], full_every: int
+    events: list[RecordedEvent], full_every: int
 ) -> None:
     run_pair(events, full_every)
 
@@ -1079,7 +1080,7 @@ def test_subscriber_property_v2_delta_reconstruction_equals_full(
 @_SETTINGS
 @given(v1_evolution(), st.integers(1, 6))
 def test_subscriber_property_v1_delta_reconstruction_equals_full(
-    events: list[dict[str, Any]], full_every: int
+    events: list[RecordedEvent], full_every: int
 ) -> None:
     run_pair(events, full_every)
 

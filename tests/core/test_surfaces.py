@@ -17,6 +17,7 @@ from app.core.projection.surfaces import (
     project,
     replay,
 )
+from app.core.runlog.events import RecordedEvent
 from tests.core import admission_support as adm
 from tests.core.projection_support import (
     BASIC,
@@ -228,7 +229,7 @@ def test_surfaces_replay_equals_live_on_admitted_events() -> None:
         assert type(host.emit(env)).__name__ != "Refused"
     v1_host = adm.Host(HostPolicy(schema_versions={SURFACE_KIND: 1}))
     assert type(v1_host.emit(adm.envelope(adm.V1_SURFACE, schema_version=1))).__name__ == "Admitted"
-    log = host.logs[adm.RUN] + [
+    log: list[RecordedEvent] = host.logs[adm.RUN] + [
         {**ev, "sequence": ev["sequence"] + 5} for ev in v1_host.logs[adm.RUN]
     ]
     live = Projection()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import orjson
 import pytest
 
-from app.core.admission.host_commands_call import ForkSource
+from app.core.admission.host_commands_call import ForkSource, host_event
 from app.core.admission.policy import HostPolicy
 from app.core.admission.validator import Append, AppendMany, Reject, SourceRecord, validate
 from app.core.admission.validator_batch import (
@@ -218,7 +218,7 @@ def test_an_unrecordable_record_keeps_its_digest_not_its_bytes() -> None:
 
 def test_a_fork_source_is_the_source_runs_events_in_sequence_order() -> None:
     def event(run: str, seq: int) -> Stored:
-        value = orjson.dumps({"runId": run, "sequence": seq})
+        value = orjson.dumps(host_event(run, seq, "run.created", {}, event_id=f"e{seq}", now=NOW))
         return Stored(log_key(run, seq), value)
 
     records = [event("src", 1), event("other", 0), event("src", 0), event("src", 2)]

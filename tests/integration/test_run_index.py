@@ -57,7 +57,7 @@ async def _append(bootstrap: str, topic: str, run: str, sequences: range, partit
     await producer.start()
     try:
         for sequence in sequences:
-            event = {"type": "ui.a2ui-surface", "runId": run, "sequence": sequence}
+            event = {"type": "ui.a2ui-surface", "runId": run, "sequence": sequence, "payload": {}}
             await producer.send_and_wait(
                 topic,
                 orjson.dumps(event),
@@ -180,7 +180,7 @@ async def test_a_run_committed_a_moment_ago_is_found_not_absent(
         await producer.start()
         try:
             await producer.begin_transaction()
-            event = {"type": "ui.a2ui-surface", "runId": run_id, "sequence": 0}
+            event = {"type": "ui.a2ui-surface", "runId": run_id, "sequence": 0, "payload": {}}
             await producer.send_and_wait(
                 names["log"], orjson.dumps(event), key=log_key(run_id, 0), partition=partition
             )
@@ -199,7 +199,9 @@ async def test_a_run_committed_a_moment_ago_is_found_not_absent(
             )
             await producer.send_and_wait(
                 names["log"],
-                orjson.dumps({"type": "ui.a2ui-surface", "runId": other, "sequence": 0}),
+                orjson.dumps(
+                    {"type": "ui.a2ui-surface", "runId": other, "sequence": 0, "payload": {}}
+                ),
                 key=log_key(other, 0),
                 partition=partition,
             )

@@ -101,7 +101,7 @@ async def test_an_event_with_its_type_header_is_filed_without_being_parsed(
     index.assigned(frozenset({0}))
     await index._apply_changes(_Consumer(lambda n: None))
     typed = [("a2ui-source", b"0:7"), ("a2ui-type", b"ui.a2ui-surface")]
-    older = orjson.dumps({"runId": "t/r", "sequence": 1, "type": "run.completed"})
+    older = orjson.dumps({"runId": "t/r", "sequence": 1, "type": "run.completed", "payload": {}})
     index._ingest(
         {
             TopicPartition(LOG, 0): [

@@ -14,6 +14,7 @@ import pytest
 from app.core.admission.payload_rules import PayloadRules
 from app.core.http.stream_modes import DEFAULT_MODES
 from app.core.projection.sse_frames import keep_alive
+from app.core.runlog.events import RecordedEvent
 from app.shell.http.streams import DeltaMemo, KeepAlive, RunStreams
 from app.shell.schema_files import load_schema_documents
 from app.shell.worker.run_log import LoggedEvent, RunLog
@@ -24,7 +25,7 @@ BOUND = 10.0  # a guard against a hang, never a measurement
 
 
 def _event(run: RunLog, sequence: int, kind: str = "node.started") -> LoggedEvent:
-    doc = {
+    doc: RecordedEvent = {
         "eventId": f"{run.run_id}-{sequence:012d}",
         "runId": run.run_id,
         "sequence": sequence,

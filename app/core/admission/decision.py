@@ -49,7 +49,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import orjson
 
@@ -59,6 +59,7 @@ from app.core.admission.fold import apply_with
 from app.core.admission.policy import HostPolicy
 from app.core.admission.redaction import redact_violation
 from app.core.admission.rules import DEPTH, refuse
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.run_state import RunState
 
 __all__ = [
@@ -99,6 +100,8 @@ def _record(ctx: DecisionContext, now: str, event_id: str | None) -> Admitted:
     trust = "untrusted" if untrusted else "trusted"
     state = ctx.state
     sequence = state.next_sequence
+    # Built as a dict, then typed: its keys in the order the schema lists them (the payload
+    # last), which is the recorded bytes' order.
     event: dict[str, Any] = {
         "eventId": event_id if event_id is not None else event_id_for(ctx.run_id, sequence),
         "runId": ctx.run_id,
@@ -115,10 +118,11 @@ def _record(ctx: DecisionContext, now: str, event_id: str | None) -> Admitted:
     if ctx.drift is not None:
         recorded["driftFrom"] = ctx.drift
     event["payload"] = recorded
+    typed = cast(RecordedEvent, event)
     # The new state comes from the event itself, so replay (reduce(apply, log)) equals it.
     return Admitted(
-        event,
-        apply_with(state, event, ctx.kinds, ctx.correlation, ctx.surface, ctx.children),
+        typed,
+        apply_with(state, typed, ctx.kinds, ctx.correlation, ctx.surface, ctx.children),
         ctx.drift,
     )
 

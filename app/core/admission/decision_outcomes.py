@@ -9,9 +9,10 @@ May import: the standard library and app.core.* (pure).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
 from app.core.admission.refusal import Violation
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.run_state import FrozenValue, RunState
 
 __all__ = ["Admitted", "Deduplicated", "Outcome", "Refused"]
@@ -28,7 +29,7 @@ class Admitted(FrozenValue):
     __slots__ = ("event", "state", "drift")
     _fields: ClassVar[tuple[str, ...]] = ("event", "state", "drift")
 
-    def __init__(self, event: dict[str, Any], state: RunState, drift: int | None = None) -> None:
+    def __init__(self, event: RecordedEvent, state: RunState, drift: int | None = None) -> None:
         self.event: Final = event
         self.state: Final = state
         self.drift: Final = drift

@@ -26,6 +26,7 @@ from app.core.admission.children import NO_CHILDREN, fold_children, touches_grap
 from app.core.admission.policy import SURFACE_KIND
 from app.core.admission.refusal import Violation
 from app.core.admission.rules import FOLD, refuse
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.pmap import PMap
 from app.core.runlog.run_lifecycle import apply_host_event
 from app.core.runlog.run_state import (
@@ -226,7 +227,7 @@ def _fold_surface(
     return folded
 
 
-def apply(state: RunState, event: Mapping[str, Any]) -> RunState:
+def apply(state: RunState, event: RecordedEvent) -> RunState:
     """Fold one recorded event into the run state: an admitted envelope (as ``decide`` emitted
     it) or a host event (run lifecycle, fork copy: the handlers of ``admission.host_commands``
     build them, with ``admission.host_commands_call.host_event``; ``runlog.run_lifecycle``
@@ -245,7 +246,7 @@ def apply(state: RunState, event: Mapping[str, Any]) -> RunState:
 
 def apply_with(
     state: RunState,
-    event: Mapping[str, Any],
+    event: RecordedEvent,
     kinds: Sequence[str] | None,
     correlation: Any = NOT_LOOKED_UP,
     surface: Any = NOT_LOOKED_UP,

@@ -76,6 +76,7 @@ from app.core.admission.rules import (
     UNTRUSTED_BLOCKS_APPROVAL,
     Rule,
 )
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.run_state import RunState
 
 __all__ = [
@@ -115,7 +116,7 @@ COMMANDS: Final[
 )
 
 
-def resume_of(event: Mapping[str, Any]) -> dict[str, Any] | None:
+def resume_of(event: RecordedEvent) -> dict[str, Any] | None:
     """The record for the resumes topic (schemas/resume) that an accepted action or a resolved
     interrupt produces, for the orchestrator; None for other events."""
     payload = event.get("payload")
@@ -145,7 +146,7 @@ def decide_command(
     now: str,
     event_id_for: Callable[[str, int], str],
     secrets: Secrets = (),
-) -> list[dict[str, Any]] | Violation:
+) -> list[RecordedEvent] | Violation:
     """The events a command record appends to its run (in order, from ``state.next_sequence``),
     or why it is refused. ``fetched(source)`` returns the log events the shell read for a fork
     (None when it could not read them); ``secrets`` are the run's SR-1 registrations."""

@@ -15,11 +15,12 @@ May import: the standard library and app.core.* (pure).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from app.core.admission.redaction import Secrets
 from app.core.admission.refusal import Violation
 from app.core.admission.rules import HOST_COMMAND, RUN_LIVE, refuse
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.run_lifecycle import TERMINAL_STATUSES
 from app.core.runlog.run_state import RunState
 
@@ -50,7 +51,7 @@ class ForkSource(NamedTuple):
 
 
 # What the shell read for a fork: the log events at a ``ForkSource`` (None: it could not).
-Fetched = Callable[[ForkSource], Sequence[Mapping[str, Any]] | None]
+Fetched = Callable[[ForkSource], Sequence[RecordedEvent] | None]
 
 
 def _int(value: Any) -> int | None:
@@ -86,9 +87,9 @@ def host_event(
     now: str,
     node_id: str | None = None,
     causation_id: str | None = None,
-) -> dict[str, Any]:
+) -> RecordedEvent:
     """A RunEventDoc for a host event (schemas/recorded-event, host branch)."""
-    event: dict[str, Any] = {
+    event: dict[str, Any] = {  # typed once whole: the payload is its last key
         "eventId": event_id,
         "runId": run_id,
         "sequence": sequence,
@@ -101,7 +102,7 @@ def host_event(
     if causation_id is not None:
         event["causationId"] = causation_id
     event["payload"] = dict(payload)
-    return event
+    return cast(RecordedEvent, event)
 
 
 class CommandCall:
@@ -131,7 +132,7 @@ class CommandCall:
     ) -> None:
         self.record, self.command, self.state, self.fetched = record, command, state, fetched
         self.now, self.event_id_for, self.secrets = now, event_id_for, secrets
-        self.events: list[dict[str, Any]] = []
+        self.events: list[RecordedEvent] = []
 
     def emit(self, event_type: str, payload: Mapping[str, Any], node_id: str | None = None) -> None:
         """Append a host event of the run at its next sequence."""

@@ -26,6 +26,7 @@ from app.core.admission.host_commands_call import (
 from app.core.admission.identifiers import run_id_error
 from app.core.admission.refusal import Violation
 from app.core.admission.rules import FORK_SOURCE, FORK_TARGET_FRESH, refuse
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.run_lifecycle import MAX_LINEAGE
 
 __all__ = ["FORK_MODES", "fork_run"]
@@ -122,10 +123,10 @@ def _copy_source(call: CommandCall, source: ForkSource, child: str) -> Violation
     return None
 
 
-def _copy(event: Mapping[str, Any], run_id: str, event_id: str) -> dict[str, Any]:
+def _copy(event: RecordedEvent, run_id: str, event_id: str) -> RecordedEvent:
     # Copied as recorded (§8 "Fork children must carry it the same way"): same keys in the same
     # order, the payload object untouched; only the run identity is the child's.
-    copied = dict(event)
+    copied = event.copy()
     copied["eventId"] = event_id
     copied["runId"] = run_id
     return copied

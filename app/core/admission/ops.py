@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from app.core.admission.fold import is_v2_body, kinds_of
+from app.core.runlog.events import RecordedEvent, parse_event
 from app.core.runlog.keys import run_of_log_key, sequence_of_log_key
 
 __all__ = [
@@ -223,12 +224,13 @@ def tombstone_keys(records: Iterable[KeyValue], run: str) -> list[bytes]:
 
 def run_events(
     records: Iterable[KeyValue], run: str, from_sequence: int = 0
-) -> list[dict[str, Any]]:
-    """The run's recorded events (schemas/recorded-event) from ``from_sequence`` on, in order."""
+) -> list[RecordedEvent]:
+    """The run's recorded events (schemas/recorded-event) from ``from_sequence`` on, in order
+    (a value that is not one, never written by the validator, is left out)."""
     return [
         event
-        for event in (orjson.loads(value) for _, value in live_log_values(records, run))
-        if int(event.get("sequence", 0)) >= from_sequence
+        for event in (parse_event(value) for _, value in live_log_values(records, run))
+        if event is not None and event["sequence"] >= from_sequence
     ]
 
 
@@ -248,7 +250,7 @@ def _body_summary(envelope: Any) -> str:
     return "-"
 
 
-def event_line(event: Mapping[str, Any]) -> str:
+def event_line(event: RecordedEvent) -> str:
     """``sequence  eventId  timestamp  type  trust  node=…  causation=…  surface=… [kinds]``."""
     payload = event.get("payload") or {}
     return "  ".join(

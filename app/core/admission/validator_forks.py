@@ -12,14 +12,12 @@ May import: the standard library, orjson and app.core.* (pure).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
-import orjson
 
 from app.core.admission.host_commands_call import ForkSource, fork_source_of
 from app.core.admission.intake import Intake, read_admission
 from app.core.admission.validator import SourceRecord
 from app.core.admission.validator_batch import Stored
+from app.core.runlog.events import RecordedEvent, parse_event
 from app.core.runlog.keys import run_of_log_key
 
 __all__ = ["fork_events", "fork_sources"]
@@ -40,16 +38,16 @@ def fork_sources(batch: Mapping[int, Sequence[SourceRecord]], max_bytes: int) ->
     return list(found)
 
 
-def fork_events(source: ForkSource, records: Iterable[Stored]) -> list[dict[str, Any]]:
+def fork_events(source: ForkSource, records: Iterable[Stored]) -> list[RecordedEvent]:
     """The source run's events ``0 .. fromSeq-1`` among the log records read for ``source``
     (another run's records in the range are not its; ``decide_command`` refuses a gap)."""
-    by_sequence: dict[int, dict[str, Any]] = {}
+    by_sequence: dict[int, RecordedEvent] = {}
     for record in records:
         if record.key is None or record.value is None:
             continue
         if run_of_log_key(record.key) != source.source_run_id:
             continue
-        event = orjson.loads(record.value)
-        if isinstance(event, dict) and isinstance(event.get("sequence"), int):
+        event = parse_event(record.value)
+        if event is not None:  # not a recorded event: a gap, which decide_command refuses
             by_sequence[event["sequence"]] = event
     return [by_sequence[i] for i in range(source.from_seq) if i in by_sequence]

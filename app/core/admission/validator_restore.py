@@ -31,10 +31,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-import orjson
-
 from app.core.admission.fold import apply
 from app.core.admission.validator_batch import PartitionState, Send, Stored, source_of
+from app.core.runlog.events import parse_event
 from app.core.runlog.keys import run_of_log_key
 from app.core.runlog.run_lifecycle import TERMINAL_STATUSES
 from app.core.runlog.run_snapshot import (
@@ -200,10 +199,10 @@ def restore_from_snapshot(
             runs.pop(run_id, None)
             touched.discard(run_id)
             continue
-        event = orjson.loads(record.value)
-        sequence = event.get("sequence") if isinstance(event, dict) else None
-        if not isinstance(sequence, int):
+        event = parse_event(record.value)
+        if event is None:
             return None
+        sequence = event["sequence"]
         state = runs.get(run_id) or RunState.initial(run_id)
         if sequence >= state.next_sequence:
             if sequence > state.next_sequence or state.lifecycle.status in TERMINAL_STATUSES:
@@ -251,8 +250,9 @@ def restore_partition(
         if record.value is None:
             runs.pop(run_id, None)
             continue
-        event = orjson.loads(record.value)
-        runs[run_id] = apply(runs.get(run_id) or RunState.initial(run_id), event)
+        event = parse_event(record.value)
+        if event is not None:  # else not a recorded event (never written so): no run's
+            runs[run_id] = apply(runs.get(run_id) or RunState.initial(run_id), event)
         seen_log.note(record)
     for record in dead:
         seen_dead.note(record)

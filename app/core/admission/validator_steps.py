@@ -59,6 +59,7 @@ from app.core.admission.validator_outputs import (
     Output,
     SourceRecord,
 )
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.keys import log_key, partition_for_run
 from app.core.runlog.run_lifecycle import TERMINAL_STATUSES
 from app.core.runlog.run_state import RunState
@@ -118,7 +119,7 @@ class ValidationContext(Reading):
         self.state: RunState | None = None
         self.lineage: tuple[str, ...] = ()  # the runs a fork descends from (their secrets)
         self.secrets: Secrets = ()  # a command's (the command stage)
-        self.events: list[dict[str, Any]] = []  # a command's decided events
+        self.events: list[RecordedEvent] = []  # a command's decided events
         self.admitted: Admitted | None = None  # an envelope's decision
 
 

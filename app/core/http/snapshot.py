@@ -42,6 +42,7 @@ from typing import Any
 
 from app.core.http.principals import tenant_of
 from app.core.http.wire_ids import project_run_id
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.run_lifecycle import TERMINAL_STATUSES
 
 __all__ = [
@@ -65,7 +66,7 @@ DEFAULT_TENANT = "local"  # the tenant of POST /runs' runIds, and of runIds with
 WORKFLOW_OF_SURFACE_RUNS = "a2ui-stream:surfaces"  # ids.schema.json workflowId grammar
 
 
-def interrupts_of(events: Iterable[Mapping[str, Any]], status: str) -> dict[str, str]:
+def interrupts_of(events: Iterable[RecordedEvent], status: str) -> dict[str, str]:
     """nodeId -> ``pending`` | ``resolved`` | ``cancelled`` for every interrupt the events
     opened, in the order each was first opened, for a run whose status is ``status``."""
     interrupts: dict[str, str] = {}
@@ -88,7 +89,7 @@ def _tenant(run_id: str) -> str:
     return tenant_of(run_id, DEFAULT_TENANT)
 
 
-def _payload(events: Sequence[Mapping[str, Any]], event_type: str) -> Mapping[str, Any] | None:
+def _payload(events: Sequence[RecordedEvent], event_type: str) -> Mapping[str, Any] | None:
     for event in events:
         payload = event.get("payload")
         if event.get("type") == event_type and isinstance(payload, dict):
@@ -100,7 +101,7 @@ def snapshot(
     run_id: str,
     status: str,
     last_sequence: int,
-    events: Iterable[Mapping[str, Any]],
+    events: Iterable[RecordedEvent],
     *,
     major: int = 2,
 ) -> dict[str, Any]:

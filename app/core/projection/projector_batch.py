@@ -53,9 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
-
-import orjson
+from typing import NamedTuple, Protocol
 
 from app.core.admission.policy import HostPolicy
 from app.core.admission.validator_batch import Refetch
@@ -74,6 +72,7 @@ from app.core.projection.projector_runs import (
 )
 from app.core.projection.subscriptions import Registry, subscribers_for
 from app.core.projection.surfaces import SurfaceChange
+from app.core.runlog.events import RecordedEvent, parse_event
 from app.core.runlog.keys import run_of_log_key, sequence_of_log_key
 
 __all__ = [
@@ -114,7 +113,7 @@ class LogEntry(NamedTuple):
     offset: int
     run_id: str
     sequence: int
-    event: dict[str, Any] | None
+    event: RecordedEvent | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +187,10 @@ def decode(
         {
             p: Decoded(
                 tuple(
-                    _entry(r.offset, r.key, r.value, registry, followed)
+                    entry
                     for r in records
                     if r.value is not None
+                    and (entry := _entry(r.offset, r.key, r.value, registry, followed)) is not None
                 ),
                 records[-1].offset + 1,
             )
@@ -202,16 +202,21 @@ def decode(
 
 def _entry(
     offset: int, key: bytes | None, value: bytes, registry: Registry, followed: dict[str, bool]
-) -> LogEntry:
+) -> LogEntry | None:
+    """The record's entry; None when it is parsed (the key does not name its run, or its run
+    is followed) and is not a recorded event: no run's (the validator never writes one)."""
     try:
         run_id, sequence = run_of_log_key(key or b""), sequence_of_log_key(key or b"")
     except (ValueError, UnicodeDecodeError):
-        event = orjson.loads(value)  # not a log key (never written so): the event says
-        return LogEntry(offset, event["runId"], event["sequence"], event)
+        event = parse_event(value)  # not a log key (never written so): the event says
+        return None if event is None else LogEntry(offset, event["runId"], event["sequence"], event)
     follows = followed.get(run_id)
     if follows is None:
         follows = followed[run_id] = bool(subscribers_for(registry, run_id))
-    return LogEntry(offset, run_id, sequence, orjson.loads(value) if follows else None)
+    if not follows:
+        return LogEntry(offset, run_id, sequence, None)
+    event = parse_event(value)
+    return None if event is None else LogEntry(offset, run_id, sequence, event)
 
 
 def needed_runs(batch: Batch, cached: Container[str], registry: Registry) -> dict[str, Need]:
@@ -325,7 +330,7 @@ def plan_batch(
 
 def _working(
     partition: int,
-    event: Mapping[str, Any],
+    event: RecordedEvent,
     cache: Mapping[str, Cached],
     rebuilt: Mapping[str, RunSurfaces],
     staged: dict[str, _Working],

@@ -34,6 +34,7 @@ from app.core.projection.frames import SubscriberCursor
 from app.core.projection.subscriber import DRIFT
 from app.core.projection.subscriptions import Registry, Subscription
 from app.core.projection.surfaces import Projection, SurfaceChange, SurfaceKey, project
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.keys import partition_for_run
 from app.core.runlog.run_lifecycle import lineage_of
 
@@ -84,7 +85,7 @@ def empty_run(run_id: str) -> RunSurfaces:
 
 
 def fold_run(
-    run: RunSurfaces, event: Mapping[str, Any]
+    run: RunSurfaces, event: RecordedEvent
 ) -> tuple[RunSurfaces, tuple[SurfaceChange, ...]]:
     """One recorded event of ``run`` folded in: the surfaces it changed (``project``), and
     the lineage a ``run.forked`` marker names."""
@@ -95,7 +96,7 @@ def fold_run(
     return RunSurfaces(run.run_id, projection, lineage), changes
 
 
-def rebuild_run(run_id: str, events: Iterable[Mapping[str, Any]]) -> RunSurfaces:
+def rebuild_run(run_id: str, events: Iterable[RecordedEvent]) -> RunSurfaces:
     """``reduce(fold_run, events, empty_run(run_id))``: the run after its recorded events."""
     run = empty_run(run_id)
     for event in events:

@@ -83,6 +83,7 @@ from app.core.projection.patch import verified_diff
 from app.core.projection.patch_apply import PatchError, apply_patch
 from app.core.projection.patch_equal import json_equal
 from app.core.projection.surfaces import V1_SURFACE_ID
+from app.core.runlog.events import RecordedEvent
 
 __all__ = [
     "SURFACE_EVENT",
@@ -159,12 +160,12 @@ class Shown(NamedTuple):
     the trust it presents (None for an event that is not a surface event)."""
 
     taint: Taint
-    event: Mapping[str, Any]
+    event: RecordedEvent
     data: bytes
     trust: str | None
 
 
-def surface_of(event: Mapping[str, Any]) -> str | None:
+def surface_of(event: RecordedEvent) -> str | None:
     """The surface a recorded event touches, with ``app.core.projection.surfaces``' identities: a v2
     body is its ``surfaceId``, any other surface body is the run's one v1 surface (docs/admission.md
     decision 4). None for an event that is not a surface event."""
@@ -179,7 +180,7 @@ def surface_of(event: Mapping[str, Any]) -> str | None:
     return V1_SURFACE_ID
 
 
-def _says_untrusted(event: Mapping[str, Any], v1: bool) -> bool:
+def _says_untrusted(event: RecordedEvent, v1: bool) -> bool:
     """Whether the fields a reader takes the trust from already say ``untrusted``: the root
     ``contentTrust`` (v1 RunEventDoc; the closed v2 one may lack it) and ``payload.trust``."""
     if (v1 or "contentTrust" in event) and event.get("contentTrust") != "untrusted":
@@ -187,10 +188,10 @@ def _says_untrusted(event: Mapping[str, Any], v1: bool) -> bool:
     return bool(_get(event.get("payload"), "trust") == "untrusted")
 
 
-def _relabelled(event: Mapping[str, Any], v1: bool) -> dict[str, Any]:
+def _relabelled(event: RecordedEvent, v1: bool) -> RecordedEvent:
     """``event`` saying ``untrusted`` at the root and in ``payload.trust``; every other field
     (the envelope included) is the recorded one, in the recorded key order."""
-    shown = dict(event)
+    shown = event.copy()
     if v1 or "contentTrust" in event:
         shown["contentTrust"] = "untrusted"
     payload = event.get("payload")
@@ -199,7 +200,7 @@ def _relabelled(event: Mapping[str, Any], v1: bool) -> dict[str, Any]:
     return shown
 
 
-def present(taint: Taint, event: Mapping[str, Any], event_bytes: bytes) -> Shown:
+def present(taint: Taint, event: RecordedEvent, event_bytes: bytes) -> Shown:
     """The recorded ``event`` as a reader must see it after a log prefix that tainted
     ``taint`` (module docstring, "Sticky taint"): a surface event is untrusted when its
     surface is tainted or when it says so itself (the meet of what it states, §7); then it
@@ -257,7 +258,7 @@ def _get(value: Any, key: str) -> Any:
     return value.get(key) if isinstance(value, Mapping) else None
 
 
-def _v1_envelope(event: Mapping[str, Any]) -> Any:
+def _v1_envelope(event: RecordedEvent) -> Any:
     """The envelope of a v1 surface event (per-kind version 0 or 1), else None."""
     if event.get("type") != SURFACE_EVENT:
         return None
@@ -270,7 +271,7 @@ def _v1_envelope(event: Mapping[str, Any]) -> Any:
     return envelope if isinstance(envelope, dict) else None
 
 
-def _trust(event: Mapping[str, Any], envelope: Any) -> str:
+def _trust(event: RecordedEvent, envelope: Any) -> str:
     """The meet of every trust the event states (§7: trust only ever goes down)."""
     stated = (
         event.get("contentTrust"),
@@ -280,7 +281,7 @@ def _trust(event: Mapping[str, Any], envelope: Any) -> str:
     return "untrusted" if "untrusted" in stated else "trusted"
 
 
-def _cursor_for(event: Mapping[str, Any], envelope: Any) -> DeltaCursor:
+def _cursor_for(event: RecordedEvent, envelope: Any) -> DeltaCursor:
     payload = _get(envelope, "payload")
     return DeltaCursor(
         event_id=event.get("eventId"),
@@ -327,7 +328,7 @@ def _patch_or_reason(old: Any, new: Any, rules: PayloadRules) -> list[dict[str, 
     return patch
 
 
-def step(cursor: DeltaCursor, event: Mapping[str, Any], rules: PayloadRules) -> DeltaStep:
+def step(cursor: DeltaCursor, event: RecordedEvent, rules: PayloadRules) -> DeltaStep:
     """Decide how ``event`` goes to a ``?a2uiDelta=1`` connection holding ``cursor``."""
     envelope = _v1_envelope(event)
     if envelope is None:
@@ -347,7 +348,7 @@ def step(cursor: DeltaCursor, event: Mapping[str, Any], rules: PayloadRules) -> 
 
 
 def next_output(
-    cursor: DeltaCursor, event: Mapping[str, Any], event_bytes: bytes, rules: PayloadRules
+    cursor: DeltaCursor, event: RecordedEvent, event_bytes: bytes, rules: PayloadRules
 ) -> tuple[DeltaCursor, StreamOutput]:
     """The cursor after ``event`` and the SSE message for it: a v1 surface full (the recorded
     bytes, untouched) or delta (the RFC 0114 frame), or any other event as recorded."""
@@ -359,7 +360,7 @@ def next_output(
     return after, StreamOutput(str(event["type"]), event_bytes, sequence, kind)
 
 
-def delta_event_doc(event: Mapping[str, Any], frame: Mapping[str, Any]) -> dict[str, Any]:
+def delta_event_doc(event: RecordedEvent, frame: Mapping[str, Any]) -> dict[str, Any]:
     """The ``Accept: application/json`` rendering of a delta: the recorded event's RunEventDoc
     fields with type ``ui.a2ui-surface.delta`` and the frame as ``payload`` (the suite collects
     every object that validates as a frame, §16c)."""

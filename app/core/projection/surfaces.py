@@ -47,12 +47,12 @@ May import: the standard library and app.core.* (pure).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
 from app.core.admission.fold import is_v2_body
 from app.core.admission.policy import SURFACE_KIND
 from app.core.common.pointer import unescape
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.pmap import PMap
 from app.core.runlog.run_state import FoldStatus
 
@@ -147,7 +147,7 @@ class Projection(NamedTuple):
 
 
 def project(
-    state: Projection, event: Mapping[str, Any]
+    state: Projection, event: RecordedEvent
 ) -> tuple[Projection, tuple[SurfaceChange, ...]]:
     """Fold one recorded event into ``state``. Events of other kinds (universal kinds) and
     re-delivered events (sequence below the run's head) change nothing. Never raises on an

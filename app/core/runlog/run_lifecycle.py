@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from app.core.runlog.events import RecordedEvent
 from app.core.runlog.run_state import Lifecycle
 
 __all__ = [
@@ -76,7 +77,7 @@ def created_status(event_types: Iterable[str]) -> str:
     return answer
 
 
-def apply_host_event(lifecycle: Lifecycle, event: Mapping[str, Any]) -> Lifecycle:
+def apply_host_event(lifecycle: Lifecycle, event: RecordedEvent) -> Lifecycle:
     """Fold one host event into the validator's lifecycle state."""
     event_type = str(event.get("type", ""))
     status = status_after(lifecycle.status, event_type)

@@ -14,6 +14,7 @@ import orjson
 from app.core.admission.decision import Admitted, decide
 from app.core.admission.policy import SURFACE_KIND, HostPolicy
 from app.core.projection.surfaces import Projection, SurfaceChange, project
+from app.core.runlog.events import RecordedEvent, parse_event
 
 __all__ = [
     "BASIC",
@@ -97,7 +98,7 @@ def _text_ids() -> list[int]:
     return [i for i in range(1, COMPONENTS) if i % 5 in (3, 4)]
 
 
-def v2_events(updates: int, rules: Any) -> list[dict[str, Any]]:
+def v2_events(updates: int, rules: Any) -> list[RecordedEvent]:
     """createSurface + 100 components, then ``updates`` updateComponents of one Text each."""
     sid = "bench"
     comps = [{"id": "root", "component": "Column", "children": [f"c{i}" for i in range(1, 100)]}]
@@ -133,7 +134,7 @@ def v2_events(updates: int, rules: Any) -> list[dict[str, Any]]:
     return _record(payloads, HostPolicy(), rules, 2)
 
 
-def v1_events(updates: int, rules: Any) -> list[dict[str, Any]]:
+def v1_events(updates: int, rules: Any) -> list[RecordedEvent]:
     """A 100-component v1 surface, then ``updates`` full payloads with one text changed."""
     current: dict[str, Any] = {
         "catalogVersion": "0.9.1",
@@ -151,7 +152,7 @@ def v1_events(updates: int, rules: Any) -> list[dict[str, Any]]:
 
 def _record(
     payloads: list[dict[str, Any]], policy: HostPolicy, rules: Any, version: int
-) -> list[dict[str, Any]]:
+) -> list[RecordedEvent]:
     state = None
     events = []
     for n, payload in enumerate(payloads):
@@ -161,11 +162,13 @@ def _record(
             raise RuntimeError(f"bench input {n} was not admitted: {outcome}")
         state = outcome.state
         # the projector reads the log: decode what the validator wrote, as the shell will
-        events.append(orjson.loads(orjson.dumps(outcome.event)))
+        event = parse_event(orjson.dumps(outcome.event))
+        assert event is not None
+        events.append(event)
     return events
 
 
-def surface_changes(events: list[dict[str, Any]]) -> list[SurfaceChange]:
+def surface_changes(events: list[RecordedEvent]) -> list[SurfaceChange]:
     state = Projection()
     out: list[SurfaceChange] = []
     for event in events:

@@ -76,7 +76,7 @@ class DeltaMemo:
         key = (str(logged.event.get("eventId")), logged.offset)
         found = self._relabelled.get(key)
         if found is None:
-            found = logged.shown(shown.data, dict(shown.event))
+            found = logged.shown(shown.data, shown.event.copy())
             self._relabelled[key] = found
             if len(self._relabelled) > self.size:
                 self._relabelled.popitem(last=False)

@@ -19,10 +19,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from app.core.projection.projector_batch import Need
 from app.core.projection.projector_runs import RunSurfaces, complete_prefix, rebuild_run
+from app.core.runlog.events import RecordedEvent, parse_event
 from app.core.runlog.keys import run_of_log_key
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ log = logging.getLogger("a2ui_stream.projector")
 
 def stored_events(
     loop: ProjectorLoop, partition: int, wanted: dict[str, int | None], before: dict[str, int]
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[RecordedEvent]]:
     """The recorded events of the ``wanted`` runs of ``partition`` below their offset in
     ``before``, for those the run store can give completely: it has read the partition
     that far (its checkpoint), or it holds events ``0 .. n - 1`` of a run whose next
@@ -51,7 +50,7 @@ def stored_events(
     store = loop.store()
     if store is None:
         return {}
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, list[RecordedEvent]] = {}
     try:
         checkpoint = store.checkpoint(partition)
         for run_id, sequence in wanted.items():
@@ -61,7 +60,9 @@ def stored_events(
             if covered or (
                 sequence is not None and complete_prefix([e.sequence for e in events], sequence)
             ):
-                found[run_id] = [orjson.loads(e.data) for e in events]
+                parsed = [parse_event(e.data) for e in events]
+                if all(event is not None for event in parsed):  # else: the log has them
+                    found[run_id] = [event for event in parsed if event is not None]
     except Exception as exc:  # closed at stop, or damaged: the log still has them
         log.warning("projector: run store unreadable (%s)", type(exc).__name__)
         return {}
@@ -85,7 +86,7 @@ def stored_run_ids(loop: ProjectorLoop, partition: int, before: int) -> list[str
 
 async def logged_events(
     loop: ProjectorLoop, partition: int, wanted: Callable[[str], bool], before: dict[str, int] | int
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[RecordedEvent]]:
     """The recorded events of the runs ``wanted`` keeps, read from the log partition
     below ``before`` (per run, or one offset for all)."""
     limit = before if isinstance(before, int) else max(before.values(), default=0)
@@ -95,18 +96,20 @@ async def logged_events(
     def keep(record: Any) -> bool:
         return record.value is not None and wanted(run_of_log_key(record.key))
 
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, list[RecordedEvent]] = {}
     for record in await loop.read_log(partition, limit, keep):
         run_id = run_of_log_key(record.key)
         if isinstance(before, int) or record.offset < before[run_id]:
-            found.setdefault(run_id, []).append(orjson.loads(record.value))
+            event = parse_event(record.value)
+            if event is not None:  # not a recorded event (never written so): not the run's
+                found.setdefault(run_id, []).append(event)
     return found
 
 
 async def rebuild_needed(loop: ProjectorLoop, needs: dict[str, Need]) -> dict[str, RunSurfaces]:
     """The runs a batch folds that are not cached, as they were before the batch: from
     the store, else from the log (one read per partition)."""
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, list[RecordedEvent]] = {}
     for partition in sorted({need.partition for need in needs.values()}):
         mine = {r: n for r, n in needs.items() if n.partition == partition}
         before = {r: n.offset for r, n in mine.items()}
@@ -181,7 +184,7 @@ def stored_uncached(
 
 
 def rebuilt_uncached(
-    loop: ProjectorLoop, events: dict[str, list[dict[str, Any]]], source: str
+    loop: ProjectorLoop, events: dict[str, list[RecordedEvent]], source: str
 ) -> dict[str, RunSurfaces]:
     rebuilt = {r: rebuild_run(r, e) for r, e in events.items() if r not in loop.runs}
     loop.rebuilt[source] += len(rebuilt)

@@ -18,10 +18,8 @@ import asyncio
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
-import orjson
-
+from app.core.runlog.events import RecordedEvent, parse_event, unreadable_event
 from app.core.runlog.run_lifecycle import INITIAL_STATUS, TERMINAL_STATUSES
 
 __all__ = ["DECODED_FACTOR", "LoggedEvent", "RunCache", "RunLog"]
@@ -40,7 +38,7 @@ class LoggedEvent:
         sequence: int,
         type: str,
         data: bytes,
-        event: dict[str, Any] | None,
+        event: RecordedEvent | None,
         partition: int,
         offset: int,
         appended_ms: int,
@@ -54,14 +52,16 @@ class LoggedEvent:
         self.appended_ms = appended_ms  # the log record's Kafka timestamp
 
     @property
-    def event(self) -> dict[str, Any]:
+    def event(self) -> RecordedEvent:
         found = self._event
         if found is None:
-            decoded = orjson.loads(self.data)
-            found = self._event = decoded if isinstance(decoded, dict) else {}
+            decoded = parse_event(self.data)
+            if decoded is None:
+                decoded = unreadable_event(self.sequence, self.type)
+            found = self._event = decoded
         return found
 
-    def shown(self, data: bytes, event: dict[str, Any]) -> LoggedEvent:
+    def shown(self, data: bytes, event: RecordedEvent) -> LoggedEvent:
         """The same event as a reader is shown it (its trust rewritten,
         app.core.projection.sse_frames)."""
         return LoggedEvent(

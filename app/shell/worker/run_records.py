@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from app.core.runlog.events import RecordedEvent, parse_event
 from app.core.runlog.keys import run_of_log_key, sequence_of_log_key
 from app.core.runlog.run_lifecycle import status_after
 from app.shell.wire import SOURCE_HEADER, TYPE_HEADER
@@ -33,14 +34,12 @@ def source_of(record: Any) -> str | None:
     return headers_of(record)[0]
 
 
-def parsed(partition: int, record: Any) -> dict[str, Any] | None:
-    """A log record's event, or None (logged) when its value is not a JSON object."""
-    try:
-        event = orjson.loads(record.value)
-    except orjson.JSONDecodeError:
-        log.error("run index: undecodable log record %d:%d", partition, record.offset)
-        return None
-    return event if isinstance(event, dict) else None
+def parsed(partition: int, record: Any) -> RecordedEvent | None:
+    """A log record's event, or None (logged) when its value is not a recorded event."""
+    event = parse_event(record.value)
+    if event is None:
+        log.error("run index: log record %d:%d is not a recorded event", partition, record.offset)
+    return event
 
 
 def headers_of(record: Any) -> tuple[str | None, str | None]:
@@ -88,13 +87,13 @@ def file_log_record(
     # anything else keeps at most the bytes (decoded if ever read: lazily, once). The type
     # comes from the record's header, so an event nobody reads is never parsed here.
     wanted = run is not None or (source is not None and outcomes.awaited(source))
-    event: dict[str, Any] | None = None
+    event: RecordedEvent | None = None
     if wanted or event_type is None:
         event = parsed(partition, record)
         if event is None:
             return
         if event_type is None:
-            event_type = str(event.get("type", ""))
+            event_type = event["type"]
     appended = int(record.timestamp or 0)
     writer.put(partition, run_id, sequence, event_type, record.value, record.offset, appended)
     logged = LoggedEvent(

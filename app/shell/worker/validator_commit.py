@@ -44,6 +44,7 @@ from app.core.admission.validator_batch import (
     plan_unrecordable,
 )
 from app.core.admission.validator_changelog import changelog_sends, checkpoint
+from app.core.runlog.events import RecordedEvent
 from app.shell.clock import now_rfc3339
 from app.shell.worker.validator_cache import evict, plan_loaded
 from app.shell.worker.validator_faults import fenced, the_records_fault
@@ -303,7 +304,7 @@ async def process_isolated(
     loop: ValidatorLoop,
     partition: int,
     records: list[SourceRecord],
-    sources: dict[ForkSource, list[dict[str, Any]] | None],
+    sources: dict[ForkSource, list[RecordedEvent] | None],
 ) -> None:
     """After repeated failures: one record per transaction, so one record the broker will
     not take (e.g. a recorded event over the topic's size limit) cannot stall its

@@ -38,6 +38,7 @@ from app.core.admission.payload_rules import PayloadRules
 from app.core.admission.policy import HostPolicy
 from app.core.admission.validator_batch import Topics
 from app.core.admission.validator_forks import fork_events
+from app.core.runlog.events import RecordedEvent
 from app.shell.worker import validator_metrics
 from app.shell.worker.assignor import WarmAssignor, strategies
 from app.shell.worker.kafka_io import group_consumer, read_range, read_tail, read_topic, until_done
@@ -229,7 +230,7 @@ class ValidatorLoop:
         )
         return log_records, dead, log_end, dead_end
 
-    async def read_source(self, source: ForkSource) -> list[dict[str, Any]] | None:
+    async def read_source(self, source: ForkSource) -> list[RecordedEvent] | None:
         try:
             records = await read_range(
                 self.config.bootstrap,
