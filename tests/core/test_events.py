@@ -20,7 +20,7 @@ from app.core.admission.validator_forks import fork_events
 from app.core.admission.validator_restore import restore_partition
 from app.core.projection.projector_batch import decode
 from app.core.projection.subscriptions import Registry, register
-from app.core.runlog.events import envelope_payload, parse_event, unreadable_event
+from app.core.runlog.events import parse_event, unreadable_event
 from app.core.runlog.keys import log_key
 from tests.core import admission_support as adm
 from tests.core.projection_support import RUN
@@ -43,7 +43,7 @@ def test_a_recorded_event_parses_to_itself() -> None:
     event = parse_event(GOOD)
     assert event is not None and orjson.dumps(event) == GOOD
     assert event["runId"] == "r" and event["sequence"] == 0 and event["type"] == "run.created"
-    assert envelope_payload(event) is None  # a host event
+    assert "envelope" not in event["payload"]  # a host event
 
 
 NOT_EVENTS = [
@@ -88,14 +88,18 @@ def test_every_event_the_validator_writes_parses_back_and_is_the_schemas() -> No
         assert validator.is_valid(orjson.loads(value))
     envelope_event = parse_event(orjson.dumps(host.logs[adm.RUN][0]))
     assert envelope_event is not None
-    payload = envelope_payload(envelope_event)
-    assert payload is not None and payload["version"] == 2 and payload["trust"] == "trusted"
+    payload = envelope_event["payload"]
+    assert (
+        isinstance(payload["envelope"], dict)
+        and payload["version"] == 2
+        and payload["trust"] == "trusted"
+    )
 
 
 def test_what_a_reader_is_shown_for_an_unreadable_record() -> None:
     shown = unreadable_event(7, "ui.a2ui-surface")
     assert shown["sequence"] == 7 and shown["type"] == "ui.a2ui-surface"
-    assert shown["payload"] == {} and envelope_payload(shown) is None
+    assert shown["payload"] == {}
 
 
 def _registry() -> Registry:

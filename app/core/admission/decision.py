@@ -59,7 +59,7 @@ from app.core.admission.fold import apply_with
 from app.core.admission.policy import HostPolicy
 from app.core.admission.redaction import redact_violation
 from app.core.admission.rules import DEPTH, refuse
-from app.core.runlog.events import RecordedEvent
+from app.core.runlog.events import EnvelopePayload, RecordedEvent
 from app.core.runlog.run_state import RunState
 
 __all__ = [
@@ -114,7 +114,7 @@ def _record(ctx: DecisionContext, now: str, event_id: str | None) -> Admitted:
         event["nodeId"] = envelope["nodeId"]
     event["causationId"] = envelope["correlationId"]  # §2 E2 / §8
     event["contentTrust"] = trust
-    recorded: dict[str, Any] = {"envelope": envelope, "version": ctx.selected, "trust": trust}
+    recorded: EnvelopePayload = {"envelope": envelope, "version": ctx.selected, "trust": trust}
     if ctx.drift is not None:
         recorded["driftFrom"] = ctx.drift
     event["payload"] = recorded

@@ -28,7 +28,6 @@ import orjson
 __all__ = [
     "EnvelopePayload",
     "RecordedEvent",
-    "envelope_payload",
     "parse_event",
     "unreadable_event",
 ]
@@ -85,15 +84,6 @@ def parse_event(value: bytes | None) -> RecordedEvent | None:
     ):
         return None
     return cast(RecordedEvent, event)
-
-
-def envelope_payload(event: RecordedEvent) -> EnvelopePayload | None:
-    """The payload of an envelope event, or None for a host event (its payload has no
-    ``envelope``)."""
-    payload = event["payload"]
-    if isinstance(payload.get("envelope"), dict):
-        return cast(EnvelopePayload, payload)
-    return None
 
 
 def unreadable_event(sequence: int, event_type: str) -> RecordedEvent:
