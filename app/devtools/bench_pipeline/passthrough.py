@@ -10,11 +10,12 @@ import signal
 from collections.abc import Sequence
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
 from app.devtools.bench_pipeline.records import MAX_BATCH, PRODUCER_CONFIG
 from app.shell.settings import load_settings
 from app.shell.wire import SOURCE_HEADER
+from app.shell.worker.gather import gather
 from app.shell.worker.kafka_io import group_consumer
 
 __all__ = ["passthrough", "passthrough_main"]
@@ -90,26 +91,6 @@ class _PartitionProducers(ConsumerRebalanceListener):  # type: ignore[misc]
                 self.producers[tp.partition] = producer
 
 
-async def _take_batch(
-    consumer: AIOKafkaConsumer, batch_s: float
-) -> dict[TopicPartition, list[Any]]:
-    """What arrives within the worker's batch time bound, at most ``MAX_BATCH`` records."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + batch_s
-    batch: dict[TopicPartition, list[Any]] = {}
-    count = 0
-    while count < MAX_BATCH and (remaining := deadline - loop.time()) > 0:
-        got = await consumer.getmany(
-            timeout_ms=max(1, int(remaining * 1000)), max_records=MAX_BATCH - count
-        )
-        if not got:
-            break
-        for tp, records in got.items():
-            batch.setdefault(tp, []).extend(records)
-            count += len(records)
-    return batch
-
-
 async def passthrough(
     bootstrap: str, admission: str, log_topic: str, group: str, stopping: asyncio.Event
 ) -> None:
@@ -126,9 +107,13 @@ async def passthrough(
     settings = load_settings()
     batch_s, interval_s = settings.batch_ms / 1000, settings.commit_interval_ms / 1000
     offsets_at: dict[int, float] = {}  # partition -> when a transaction last carried offsets
+    gathered_at: float | None = None  # as the validator's loop gathers (``gather``)
     try:
         while not stopping.is_set():
-            batch = await _take_batch(consumer, batch_s)
+            batch = await gather(
+                consumer, max_records=MAX_BATCH, window_s=batch_s, opened=gathered_at
+            )
+            gathered_at = loop.time() if batch else None
             async with lock:
                 for tp, records in batch.items():
                     if tp.partition not in producers:  # revoked meanwhile: not ours to move

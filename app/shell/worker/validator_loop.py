@@ -145,6 +145,9 @@ class ValidatorLoop:
         # Batches decided and the partition commits (transactions) they took: the per-batch
         # round trips are most of a small batch's cost (a2ui_validator_batches_total).
         self.batches = 0
+        # When the last batch was gathered (the loop's clock): the next one's time bound counts
+        # from there (``gather.gather``); None after an empty gather.
+        self.gathered_at: float | None = None
         self.commits = 0
         self.loads = 0
         self.replay_next: set[int] = set()  # a stored state did not decode: replay the log

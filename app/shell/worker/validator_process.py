@@ -2,7 +2,7 @@
 
 Shell module, called by ``app.shell.worker.validator_loop`` (``ValidatorLoop.run``, with the
 lock held for ``process_batch``). ``gather_batch`` collects up to ``max_batch`` records for at
-most ``batch_ms``; ``process_batch`` reads the fork sources the batch names
+most ``batch_ms`` (``gather``); ``process_batch`` reads the fork sources the batch names
 (``ValidatorLoop.read_source``), has ``app.core.admission.validator_batch.plan_batch`` plan it once
 (``validator_cache.plan_loaded``, with the run states out of memory loaded) and hands the
 plans to ``validator_commit``; a batch gathered across a rebalance is fetched again. A
@@ -24,6 +24,7 @@ from aiokafka import TopicPartition
 from app.core.admission.validator import SourceRecord
 from app.core.admission.validator_batch import Refetch
 from app.core.admission.validator_forks import fork_sources
+from app.shell.worker.gather import gather
 from app.shell.worker.validator_cache import plan_loaded
 from app.shell.worker.validator_commit import commit, process_isolated, settle
 
@@ -40,27 +41,18 @@ ISOLATE_AFTER_FAILURES = 3
 
 
 async def gather_batch(loop: ValidatorLoop) -> dict[TopicPartition, list[Any]]:
-    """Up to ``max_batch`` records, collected for at most ``batch_ms``. One round of
-    transactions (or one produce-then-commit round trip) per batch: the round trip, not the
-    CPU, bounds a small batch, so batches are as large as the latency budget allows."""
+    """Up to ``max_batch`` records, collected for at most ``batch_ms`` from where the previous
+    batch was gathered (``gather.gather``). One round of transactions (or one
+    produce-then-commit round trip) per batch: the round trip, not the CPU, bounds a small
+    batch, so batches are as large as the latency budget allows."""
     assert loop.consumer is not None
-    clock = asyncio.get_running_loop()
-    deadline = clock.time() + loop.config.batch_ms / 1000
-    batch: dict[TopicPartition, list[Any]] = {}
-    count = 0
-    while count < loop.config.max_batch:
-        remaining = deadline - clock.time()
-        if remaining <= 0:
-            break
-        got = await loop.consumer.getmany(
-            timeout_ms=max(1, int(remaining * 1000)),
-            max_records=loop.config.max_batch - count,
-        )
-        if not got:
-            break
-        for tp, records in got.items():
-            batch.setdefault(tp, []).extend(records)
-            count += len(records)
+    batch = await gather(
+        loop.consumer,
+        max_records=loop.config.max_batch,
+        window_s=loop.config.batch_ms / 1000,
+        opened=loop.gathered_at,
+    )
+    loop.gathered_at = asyncio.get_running_loop().time() if batch else None
     return batch
 
 
