@@ -63,6 +63,18 @@ STABLE_SECONDS = 10.0
 TRANSACTION_TIMEOUT_MS = 30000
 
 
+def topics_of(config: ValidatorConfig) -> Topics:
+    """The topics and limits the core's planning reads, from the loop's configuration."""
+    return Topics(
+        config.log_topic,
+        config.deadletter_topic,
+        config.resumes_topic,
+        config.partitions,
+        config.max_record_bytes,
+        config.changelog_topic,
+    )
+
+
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, loop: ValidatorLoop) -> None:
         self.loop = loop
@@ -103,14 +115,7 @@ class ValidatorLoop:
         self.policy = policy
         self.rules = rules
         self.metrics = metrics
-        self.topics = Topics(
-            config.log_topic,
-            config.deadletter_topic,
-            config.resumes_topic,
-            config.partitions,
-            config.max_record_bytes,
-            config.changelog_topic,
-        )
+        self.topics = topics_of(config)
         self.lock = asyncio.Lock()
         self.partitions: dict[int, OwnedPartition] = {}  # owned and restored: decided by this loop
         self.consumer: AIOKafkaConsumer | None = None
@@ -120,6 +125,7 @@ class ValidatorLoop:
         # Bumped by every assignment, revocation and install (each moves fetch positions): a
         # batch gathered across one is fetched again (app.core.admission.validator_batch).
         self.generation = 0
+        self.gathered_at: float | None = None  # the last batch's gather (gather.gather)
         # partitions being taken (producer started, state restored) in the background
         self.taking: dict[TopicPartition, asyncio.Task[None]] = {}
         self.failures: dict[int, int] = {}  # failed commits in a row, per partition
@@ -145,9 +151,6 @@ class ValidatorLoop:
         # Batches decided and the partition commits (transactions) they took: the per-batch
         # round trips are most of a small batch's cost (a2ui_validator_batches_total).
         self.batches = 0
-        # When the last batch was gathered (the loop's clock): the next one's time bound counts
-        # from there (``gather.gather``); None after an empty gather.
-        self.gathered_at: float | None = None
         self.commits = 0
         self.loads = 0
         self.replay_next: set[int] = set()  # a stored state did not decode: replay the log
