@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import types
 from typing import Any
 
 import orjson
@@ -51,9 +52,17 @@ class Consumer(MemoryConsumer):
             self.positions[tp] = 0
 
 
+class _NoLeaders:
+    """No partition leader known: ``frame_produce`` sends every frame by ``send``."""
+
+    def leader_for_partition(self, tp: Any) -> None:
+        return None
+
+
 class Producer:
     def __init__(self, kafka: MemoryKafka) -> None:
         self.kafka = kafka
+        self.client = types.SimpleNamespace(cluster=_NoLeaders())
 
     async def start(self) -> None: ...
 

@@ -17,14 +17,16 @@ Shell module (it reads the clock, the schema files and randomness). Three parts:
   of 3,000 random JSON pairs (nested arrays and objects, keys with ``/`` and ``~``) is where
   ``jsonpatch.make_patch`` is known to produce patches that do not apply;
 - fan-out: one update to 1, 100 and 1,000 subscribers (all delta and in sync, then all full),
-  as the projector sends it: ``frames.plan_frames`` (plan + encode) and then one awaited
-  ``projector_fanout.send_frame`` per frame, keyed ``runId/surfaceId``, to the subscriber's own
-  topic (the subscriber-topic template of topics/; at most ``FANOUT_TOPICS`` topics,
-  subscriber ``i`` on topic ``i % FANOUT_TOPICS``, created for the bench and deleted after
-  it). The per-subscriber
-  figure is plan + send; the time until every frame is acknowledged is beside it. Before
-  (until issue 16): plan + encode only, no produce. The produce needs a broker (the harness
-  picks it: ``KAFKA_BOOTSTRAP``, else one it starts); ``--no-produce`` measures the plan only.
+  planned (``frames.plan_frames``, plan + encode) and sent both ways in turn in every repeat:
+  as the projector sends (``frame_produce.produce_frames``, one Produce request per broker,
+  what ``projector_fanout.send_all`` calls) and as it sent before (one awaited
+  ``projector_fanout.send_frame`` per frame, the baseline), keyed ``runId/surfaceId``, each
+  subscriber to its own topic (the subscriber-topic template of topics/, created for the bench
+  and deleted after it). The figure is the CPU of the process from the plan until every frame
+  is acknowledged (the producer's work included), per subscriber and per extra subscriber
+  (100 -> 1,000); the time until acknowledged is beside it. The produce needs a broker (the
+  harness picks it: ``KAFKA_BOOTSTRAP``, else one it starts); ``--no-produce`` measures the
+  plan only.
 
 Each figure is printed with the load average (``/proc/loadavg``) at the start and the end.
 Figures are printed, never asserted: timing belongs to people, not to the test suite.

@@ -95,8 +95,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "What the projector costs and saves on a 100-component surface updated one leaf at "
             "a time: the bytes of RFC 6902 delta frames against full frames, the verified "
             "delta against jsonpatch.make_patch, and the cost of fanning frames out to many "
-            "subscribers, including one producer send per subscriber frame (on the broker "
-            "the harness picks: KAFKA_BOOTSTRAP, else one it starts; --no-produce: none)."
+            "subscribers until every frame is acknowledged: the projector's one request per "
+            "broker beside one producer send per frame, the way before (on the broker the "
+            "harness picks: KAFKA_BOOTSTRAP, else one it starts; --no-produce: none)."
         ),
     )
     parser.add_argument(

@@ -1,5 +1,6 @@
 """Part (c) of the projection bench: one update fanned out to 1, 100 and 1,000 subscribers,
-planned and encoded only, or sent as the projector sends it (on a broker).
+planned and encoded only, or sent as the projector sends it beside the way it sent before (on
+a broker).
 """
 
 from __future__ import annotations
@@ -52,11 +53,13 @@ def measure_fanout(changes: list[SurfaceChange]) -> list[dict[str, Any]]:
 async def measure_fanout_produced(
     changes: list[SurfaceChange], bootstrap: str, topics: list[str]
 ) -> list[dict[str, Any]]:
-    """``measure_fanout`` with the sends: plan, then one awaited send per frame through
-    ``send_frame``, as ``ProjectorLoop._send`` does, then wait for every acknowledgement."""
+    """``measure_fanout`` with the sends, both ways in turn in every repeat: the projector's
+    (``frame_produce.produce_frames``, what ``projector_fanout.send_all`` calls) and the
+    baseline (one awaited ``send_frame`` per frame, how the projector sent before); each until
+    every frame is acknowledged."""
     from aiokafka import AIOKafkaProducer
 
-    from app.shell.worker.projector_fanout import send_frame
+    from app.shell.worker.frame_produce import produce_frames
 
     change = changes[-1]
     key = f"{change.key.run_id}/{change.key.surface_id}".encode()
@@ -65,14 +68,14 @@ async def measure_fanout_produced(
     )
     await producer.start()
     rows = []
-    partitions: dict[str, int | None] = {}  # the projector's per-topic answer (send_frame)
+    partitions: dict[str, int | None] = {}  # the projector's per-topic answer
     try:
-        for topic in topics:  # metadata before the clock
-            await (await send_frame(producer, topic, b"warm-up", key, None, partitions))
+        # metadata and leaders before the clock
+        await produce_frames(producer, [(t, key, b"warm-up", ()) for t in topics], partitions)
         for count in FANOUT:
             for mode in ("delta", "full"):
                 sent = _Sent(producer, key, topics, partitions)
-                rows.append(await _produced_row(sent, changes, count, mode))
+                rows += await _produced_rows(sent, changes, count, mode)
     finally:
         await producer.stop()
     return rows
@@ -89,48 +92,63 @@ class _Sent:
     partitions: dict[str, int | None]
 
 
-async def _produced_row(
+PATHS = ("request", "send_frame")  # the projector's way; the way before, as the baseline
+
+
+async def _produced_rows(
     sent: _Sent, changes: list[SurfaceChange], count: int, mode: str
-) -> dict[str, Any]:
-    """One row: ``count`` subscribers in ``mode``, planned and sent, repeated."""
+) -> list[dict[str, Any]]:
+    """A row per path: ``count`` subscribers in ``mode``, planned, sent and acknowledged,
+    repeated with the two paths in turn."""
+    from app.shell.worker.frame_produce import produce_frames
     from app.shell.worker.projector_fanout import send_frame
 
     old_change, change = changes[-2], changes[-1]
-    producer, key, topics, partitions = sent.producer, sent.key, sent.topics, sent.partitions
+    producer, key, topics, parts = sent.producer, sent.key, sent.topics, sent.partitions
     subs = [Recipient(f"s{i}", delta=mode == "delta") for i in range(count)]
     where = {s.subscriber_id: topics[i % len(topics)] for i, s in enumerate(subs)}
     held = plan_frames(old_change, [(s, None) for s in subs]).cursors
     pairs = [(s, held[s.subscriber_id]) for s in subs]
-    plans, sends, acked, cpu = [], [], [], []
-    for _ in range(max(3, 200 // count)):
-        t0, c0 = time.perf_counter_ns(), time.process_time_ns()
-        result = plan_frames(change, pairs)
-        t1 = time.perf_counter_ns()
-        futures = [
-            await send_frame(producer, where[send.subscriber_id], send.frame, key, None, partitions)
-            for send in result.sends
-        ]
-        t2, c2 = time.perf_counter_ns(), time.process_time_ns()
-        await asyncio.gather(*futures)
-        t3 = time.perf_counter_ns()
-        plans.append((t1 - t0) / 1000.0)
-        sends.append((t2 - t1) / 1000.0)
-        cpu.append((c2 - c0) / 1000.0)
-        acked.append((t3 - t0) / 1e6)
-    plan_us, send_us = statistics.median(plans), statistics.median(sends)
-    return {
-        "subscribers": count,
-        "mode": mode,
-        "topics": min(count, len(topics)),
-        "frames": len(result.sends),
-        "plan_p50_us": round(plan_us, 1),
-        "send_p50_us": round(send_us, 1),
-        "cpu_p50_us": round(statistics.median(cpu), 1),
-        "per_subscriber_us": round((plan_us + send_us) / count, 3),
-        "send_per_subscriber_us": round(send_us / count, 3),
-        "acked_p50_ms": round(statistics.median(acked), 2),
-        "bytes_per_frame": len(result.sends[0].frame),
+    samples: dict[str, dict[str, list[float]]] = {
+        path: {"plan": [], "cpu": [], "acked": []} for path in PATHS
     }
+    for _ in range(max(3, 200 // count)):
+        for path in PATHS:
+            t0, c0 = time.perf_counter_ns(), time.process_time_ns()
+            result = plan_frames(change, pairs)
+            t1 = time.perf_counter_ns()
+            if path == "request":
+                frames = [(where[x.subscriber_id], key, x.frame, ()) for x in result.sends]
+                failed = [r for r in await produce_frames(producer, frames, parts) if r]
+                assert not failed, failed[:3]
+            else:
+                futures = [
+                    await send_frame(producer, where[x.subscriber_id], x.frame, key, None, parts)
+                    for x in result.sends
+                ]
+                await asyncio.gather(*futures)
+            t3, c3 = time.perf_counter_ns(), time.process_time_ns()
+            samples[path]["plan"].append((t1 - t0) / 1000.0)
+            samples[path]["cpu"].append((c3 - c0) / 1000.0)
+            samples[path]["acked"].append((t3 - t0) / 1e6)
+    rows = []
+    for path in PATHS:
+        cpu_us = statistics.median(samples[path]["cpu"])
+        rows.append(
+            {
+                "subscribers": count,
+                "mode": mode,
+                "path": path,
+                "topics": min(count, len(topics)),
+                "frames": len(result.sends),
+                "plan_p50_us": round(statistics.median(samples[path]["plan"]), 1),
+                "cpu_p50_us": round(cpu_us, 1),
+                "cpu_per_subscriber_us": round(cpu_us / count, 3),
+                "acked_p50_ms": round(statistics.median(samples[path]["acked"]), 2),
+                "bytes_per_frame": len(result.sends[0].frame),
+            }
+        )
+    return rows
 
 
 async def fanout_on(bootstrap: str, changes: list[SurfaceChange]) -> list[dict[str, Any]]:

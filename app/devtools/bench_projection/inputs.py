@@ -40,7 +40,7 @@ COMPONENTS = 100
 TARGET_BYTES_RATIO = 0.05
 TARGET_SPEEDUP = 20.0
 FANOUT = (1, 100, 1000)
-FANOUT_TOPICS = 100
+FANOUT_TOPICS = 1000  # one topic per subscriber, as the projector writes
 RANDOM_PAIRS = 3000
 
 

@@ -4,10 +4,12 @@ Shell module, the projector's write path (``app.shell.worker.projector_loop`` an
 ``projector_resync`` and ``projector_registry`` send what the core planned through it). Frames
 are delivered at least once: the loop commits a batch's log offsets after its sends, a repeated
 delta fails the client's base check and brings a resync, a repeated full frame is idempotent
-(docs/projection.md). ``send_frame`` is also what ``a2ui-stream bench projection`` times.
+(docs/projection.md). ``a2ui-stream bench projection`` times what ``send_all`` calls
+(``frame_produce.produce_frames``) beside ``send_frame`` (one ``producer.send`` per frame, the
+way before).
 
 Its functions take the loop (its producer, its counters, ``ProjectorLoop.subscriber_topic``,
-which the shell tests replace). It imports nothing of the app but the core's frame record; the
+which the shell tests replace). It imports the core's frame record and ``frame_produce``; the
 loop's type only for annotations.
 """
 
@@ -19,42 +21,34 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from app.core.projection.projector_runs import FrameRecord
+from app.shell.worker.frame_produce import Frame, produce_frames
 
 if TYPE_CHECKING:
     from app.shell.worker.projector_loop import ProjectorLoop
 
-__all__ = ["send", "send_all", "send_frame"]
+__all__ = ["send_all", "send_frame"]
 
 log = logging.getLogger("a2ui_stream.projector")
-
-
-async def send(loop: ProjectorLoop, record: FrameRecord) -> asyncio.Future[Any]:
-    """``record`` to its subscriber's topic (made if need be); the future of its
-    acknowledgement. Counted by kind (``a2ui_frames_sent_total``) and digest check."""
-    assert loop.producer is not None
-    topic = await loop.subscriber_topic(record.subscriber_id)
-    loop.sent[record.kind] += 1
-    loop.digest_checks += record.reason == "digest"
-    return await send_frame(
-        loop.producer,
-        topic,
-        record.value,
-        record.key,
-        list(record.headers) or None,
-        loop.frame_partitions,
-    )
 
 
 async def send_all(
     loop: ProjectorLoop, records: Iterable[FrameRecord], *, say: bool = False
 ) -> None:
-    """Send ``records`` and wait for the broker. A frame the broker refuses (e.g. over the
-    topic's size limit) must not stall every other subscriber: it is counted (and logged
-    when ``say``) and dropped; that subscriber sees a sequence gap on its next frame and
-    asks for a resync (docs/projection.md)."""
-    futures = [await send(loop, record) for record in records]
-    for result in await asyncio.gather(*futures, return_exceptions=True):
-        if isinstance(result, BaseException):
+    """Send ``records`` and wait for the broker, one Produce request per broker for them all
+    (``frame_produce.produce_frames``: the batch of a frame that many subscribers get is built
+    once). Counted by kind (``a2ui_frames_sent_total``) and digest check. A frame the broker
+    refuses (e.g. over the topic's size limit) must not stall every other subscriber: it is
+    counted (and logged when ``say``) and dropped; that subscriber sees a sequence gap on its
+    next frame and asks for a resync (docs/projection.md)."""
+    assert loop.producer is not None
+    frames: list[Frame] = []
+    for record in records:
+        topic = await loop.subscriber_topic(record.subscriber_id)
+        loop.sent[record.kind] += 1
+        loop.digest_checks += record.reason == "digest"
+        frames.append((topic, record.key, record.value, record.headers))
+    for result in await produce_frames(loop.producer, frames, loop.frame_partitions):
+        if result is not None:
             loop.failed[type(result).__name__] += 1
             if say:
                 log.error("projector: a frame could not be written (%s)", type(result).__name__)
@@ -68,10 +62,12 @@ async def send_frame(
     headers: list[tuple[str, bytes]] | None,
     partitions: dict[str, int | None],
 ) -> asyncio.Future[Any]:
-    """One frame to a subscriber topic, keyed ``runId/surfaceId`` (the future of its
-    acknowledgement). A topic of one partition (the subscriber template's) is sent to
-    partition 0 outright: aiokafka's default partitioner hashes every key in Python to find
-    the only partition there is (murmur2: 5.2 µs a frame, measured, of a send's 12-36 µs).
+    """One frame to a subscriber topic through ``producer.send``, keyed ``runId/surfaceId``
+    (the future of its acknowledgement): the way every frame went before ``send_all`` wrote
+    them together, kept as ``bench projection``'s baseline. A topic of one partition (the
+    subscriber template's) is sent to partition 0 outright: aiokafka's default partitioner
+    hashes every key in Python to find the only partition there is (murmur2: 5.2 µs a frame,
+    measured, of a send's 12-36 µs).
     ``partitions``: the answer per topic, asked of the producer's metadata once; a topic of
     more partitions keeps the key's partition (None)."""
     if topic not in partitions:

@@ -33,7 +33,7 @@ from app.core.projection.projector_runs import RunSurfaces
 from app.core.runlog.keys import partition_for_run
 from app.shell.worker.kafka_io import partitions_of
 from app.shell.worker.projector_cache import cache
-from app.shell.worker.projector_fanout import send
+from app.shell.worker.projector_fanout import send_all
 from app.shell.worker.projector_rebuild import with_runs
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ async def answer(loop: ProjectorLoop, value: bytes, source: tuple[int, int]) -> 
         loop.resyncs_answered += 1
         loop.drift_resyncs += planned.drift
         loop.fallbacks["resync"] += 1
-        await asyncio.gather(await send(loop, planned.record))
+        await send_all(loop, [planned.record], say=True)
 
     await with_runs(
         loop, request.partition, {run_id}.__contains__, frozenset({run_id}), answer_rebuilt
