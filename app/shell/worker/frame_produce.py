@@ -33,7 +33,7 @@ from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.produce import ProduceRequest_v3
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-__all__ = ["Frame", "decode_errors", "encode_request", "produce_frames"]
+__all__ = ["Frame", "decode_errors", "encode_request", "partition_of", "produce_frames"]
 
 # (topic, key, value, headers): one frame to one topic
 Frame = tuple[str, bytes, bytes, tuple[tuple[str, bytes], ...]]
@@ -163,6 +163,15 @@ class _Batches:
         return bytes(builder.build())
 
 
+async def partition_of(producer: Any, topic: str, partitions: dict[str, int | None]) -> int | None:
+    """0 when ``topic`` has one partition, None when it has more (the key's partition then):
+    asked of the producer's metadata once per topic and kept in ``partitions``."""
+    if topic not in partitions:
+        found = await producer.partitions_for(topic)
+        partitions[topic] = 0 if len(found) == 1 else None
+    return partitions[topic]
+
+
 async def produce_frames(
     producer: Any, frames: Sequence[Frame], partitions: dict[str, int | None]
 ) -> list[BaseException | None]:
@@ -173,9 +182,7 @@ async def produce_frames(
     for frame in frames:
         by_topic.setdefault(frame[0], []).append(frame)
     for topic in by_topic:
-        if topic not in partitions:
-            found = await producer.partitions_for(topic)
-            partitions[topic] = 0 if len(found) == 1 else None
+        await partition_of(producer, topic, partitions)
     cluster = producer.client.cluster
     batches = _Batches()
     requests: dict[int, list[list[tuple[bytes, bytes]]]] = {}

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from app.core.projection.projector_runs import FrameRecord
-from app.shell.worker.frame_produce import Frame, produce_frames
+from app.shell.worker.frame_produce import Frame, partition_of, produce_frames
 
 if TYPE_CHECKING:
     from app.shell.worker.projector_loop import ProjectorLoop
@@ -70,10 +70,11 @@ async def send_frame(
     measured, of a send's 12-36 µs).
     ``partitions``: the answer per topic, asked of the producer's metadata once; a topic of
     more partitions keeps the key's partition (None)."""
-    if topic not in partitions:
-        found = await producer.partitions_for(topic)
-        partitions[topic] = 0 if len(found) == 1 else None
     future: asyncio.Future[Any] = await producer.send(
-        topic, value, key=key, headers=headers, partition=partitions[topic]
+        topic,
+        value,
+        key=key,
+        headers=headers,
+        partition=await partition_of(producer, topic, partitions),
     )
     return future
