@@ -22,6 +22,7 @@ from app.core.admission.policy import HostPolicy
 from app.core.projection.subscriptions import register
 from app.core.projection.surfaces import SurfaceKey, replay
 from app.core.runlog.keys import log_key, partition_for_run
+from app.shell.worker.log_feed import LogFeed
 from app.shell.worker.projector_config import ProjectorConfig
 from app.shell.worker.projector_loop import ProjectorLoop
 from tests.core.projection_support import column, components, create, data, event, text, v2
@@ -47,9 +48,36 @@ class Consumer(MemoryConsumer):
             await gate.wait()
         return await super().committed(tp)
 
-    async def seek_to_beginning(self, *tps: TopicPartition) -> None:
-        for tp in tps:
-            self.positions[tp] = 0
+    async def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(tps, 0)
+
+
+class Tail:
+    """What the read side's tail does for the projector (app.shell.worker.run_index, the
+    process's one log consumer): each round reads every partition the feed follows from where
+    it stands (sought to the followed offset when that changed) and offers what it read."""
+
+    def __init__(self, kafka: MemoryKafka, feed: LogFeed) -> None:
+        self.kafka, self.feed = kafka, feed
+        self.positions: dict[int, int] = {}
+
+    def round(self) -> None:
+        for partition, offset in self.feed.wanted().items():
+            if not self.feed.follows[partition].applied:
+                self.positions[partition] = offset
+                self.feed.applied([partition])
+            position = self.positions[partition]
+            records = self.kafka.visible(LOG, partition)[position : position + 2000]
+            self.feed.offer(partition, records)
+            self.positions[partition] = position + len(records)
+        self.feed.flush()
+
+    def behind(self) -> bool:
+        return any(
+            self.positions.get(p, offset) < len(self.kafka.visible(LOG, p))
+            or not self.feed.follows[p].applied
+            for p, offset in self.feed.wanted().items()
+        )
 
 
 class _NoLeaders:
@@ -100,6 +128,7 @@ def _loop(kafka: MemoryKafka, monkeypatch: pytest.MonkeyPatch, cache: int = 10_0
     loop.consumer = Consumer(kafka, GROUP)
     loop.producer = Producer(kafka)
     loop.consumer.subscribe([LOG], listener=projector_loop._Rebalance(loop))
+    loop.tail = Tail(kafka, loop.feed)
     loop.log_reads = 0
 
     async def topic(subscriber_id: str) -> str:
@@ -128,24 +157,22 @@ async def _taken(loop: Any) -> None:
     await asyncio.gather(*getattr(loop, "taking", {}).values())
 
 
+async def _fetch(loop: Any) -> dict[int, list[Any]]:
+    """One round of the tail, and what the feed then hands the projector."""
+    loop.tail.round()
+    batch: dict[int, list[Any]] = await loop.feed.get(timeout=0)
+    return batch
+
+
 async def _step(loop: Any) -> None:
     """One fetch and one batch, as the loop's own task does."""
-    gathered = getattr(loop, "generation", 0)
-    batch = await loop.consumer.getmany(timeout_ms=0, max_records=2000)
-    if not batch:
-        return
-    if hasattr(loop, "_project_once"):
-        await loop._project_once(batch, gathered)
-    else:
-        async with loop.lock:
-            await loop._project_batch(batch)
+    batch = await _fetch(loop)
+    if batch:
+        await loop._project_once(batch, loop.generation)
 
 
 async def _drain(loop: Any) -> None:
-    while any(
-        loop.consumer.positions.get(tp, 0) < loop.consumer.highwater(tp)
-        for tp in loop.consumer.assigned - loop.consumer.paused
-    ):
+    while loop.tail.behind():
         await _step(loop)
 
 
@@ -349,9 +376,9 @@ async def test_a_partition_revoked_while_its_batch_rebuilds_is_not_projected_by_
     await loop.consumer.assign({_tp(0), _tp(1)})
     await _taken(loop)
     started, gate = _gate_log_reads(loop)
+    batch = await _fetch(loop)
     gathered = loop.generation
-    batch = await loop.consumer.getmany(timeout_ms=0, max_records=2000)
-    assert set(batch) == {_tp(0), _tp(1)}
+    assert set(batch) == {0, 1}
     projecting = asyncio.create_task(loop._project_once(batch, gathered))
     await started.wait()
     await loop.consumer.revoke({_tp(1)})
@@ -360,7 +387,7 @@ async def test_a_partition_revoked_while_its_batch_rebuilds_is_not_projected_by_
     assert _frames_of(kafka, "sub-full") == []
     assert loop.runs == {} and loop.held == 0
     assert kafka.committed[(GROUP, LOG, 0)] == kafka.committed[(GROUP, LOG, 1)] == 2
-    assert loop.consumer.positions[_tp(0)] == 2  # sought back: fetched again
+    assert loop.feed.wanted() == {0: 2}  # followed again from its position: fetched again
     await _drain(loop)
     sent = _frames_of(kafka, "sub-full")
     assert [(f["runId"], f["sequence"]) for f in sent] == [(mine, 2)]
@@ -389,8 +416,8 @@ async def test_a_batch_gathered_before_an_assignment_is_fetched_again_and_the_fi
     _subscribe(loop, "delta", delta=True)
     await loop.consumer.assign({_tp(0)})
     await _taken(loop)
+    batch = await _fetch(loop)
     gathered = loop.generation
-    batch = await loop.consumer.getmany(timeout_ms=0, max_records=2000)
     await loop.consumer.assign({_tp(1)})
     await _taken(loop)
     await loop._project_once(batch, gathered)

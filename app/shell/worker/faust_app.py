@@ -202,6 +202,7 @@ def _read_side(
         specs["deadletter"].name,
         settings.data_dir / "run-store" / specs["log"].name / settings.worker_id,
         cache_bytes=settings.run_cache_mb * 1024 * 1024,
+        feed=projector.feed,  # the one log consumer of the process feeds the projector
     )
     projector.store = index.opened_store  # a rebuild reads a run's events there first
     # Both groups assign alike, each worker its warm partitions (app.shell.worker.assignor).

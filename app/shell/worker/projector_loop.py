@@ -1,26 +1,29 @@
 """The projector: per-run log -> per-subscriber topics (full frames or verified RFC 6902 deltas).
 
-Shell module, running inside the worker beside the validator (docs/projection.md). Three
-consumers:
-- the per-run log, in the consumer group ``<app id>-projector`` (read_committed; each worker
-  projects the runs of the log partitions it owns);
+Shell module, running inside the worker beside the validator (docs/projection.md). It reads:
+- the per-run log: the consumer group ``<app id>-projector`` decides the log partitions each
+  worker projects and fences its offset commits, but its consumer fetches nothing (its
+  partitions stay paused); the records come from the read side's tail, the process's one
+  consumer of the log, through ``app.shell.worker.log_feed`` (``feed``: the projector follows
+  each partition it has taken from its committed offset);
 - the subscription registry (compacted, every worker reads all of it, from the beginning;
   ``projector_registry``);
 - resync requests (every worker reads all of them, from ``RESYNC_LOOKBACK_SECONDS`` before it
   starts, and answers the ones for runs it owns; a request published while no worker owned its
   run is answered by the next owner once it has taken the run's partition: ``projector_resync``).
 
-A thin driver (issue 15 item 5; the validator's split, ``app.shell.worker.validator_loop``): every
-decision is ``app.core.projection.projector_batch``'s. Per batch the loop fetches, decodes
-(``projector_batch.decode``), rebuilds the runs the core names as missing (``needed_runs``; the
-only I/O of the step), calls ``projector_batch.plan_batch`` once with the cache and performs
-what it returns: it keeps the plan's runs and cursors in the cache, writes each frame to its
-subscriber's topic (keyed ``runId/surfaceId``), commits the plan's log offsets and evicts the
-runs the plan names; a batch gathered across a rebalance or a take is fetched again from the
-positions the plan gives. A resync request and a late subscriber's catch-up are the same split
-(``projector_runs.answer_resync``, ``projector_runs.plan_catch_up``). Frames are delivered at
-least once: the log offset is committed after the sends, and a repeated delta fails the
-client's base check and brings a resync, a repeated full frame is idempotent.
+A thin driver (issue 15 item 5; the validator's split, ``app.shell.worker.validator_loop``):
+every decision is ``app.core.projection.projector_batch``'s. Per batch the loop takes what the
+feed holds, decodes (``projector_batch.decode``), rebuilds the runs the core names as missing
+(``needed_runs``; the only I/O of the step), calls ``projector_batch.plan_batch`` once with the
+cache and performs what it returns: it keeps the plan's runs and cursors in the cache, writes
+each frame to its subscriber's topic (keyed ``runId/surfaceId``), commits the plan's log offsets
+and evicts the runs the plan names; a batch whose runs were rebuilt across a rebalance or a take
+is followed again from the positions the plan gives. A resync request and a late subscriber's
+catch-up are the same split (``projector_runs.answer_resync``,
+``projector_runs.plan_catch_up``). Frames are delivered at least once: the log offset is
+committed after the sends, and a repeated delta fails the client's base check and brings a
+resync, a repeated full frame is idempotent.
 
 Bounded (issue 15 item 3): the projector holds surfaces only for the log partitions it owns,
 and of those only the runs of a bounded LRU cache (``A2UI_STREAM_PROJECTOR_CACHE_SURFACES``
@@ -66,6 +69,7 @@ from app.core.runlog.topic_plan import TopicSpec
 from app.shell.worker import projector_metrics
 from app.shell.worker.assignor import WarmAssignor, strategies
 from app.shell.worker.kafka_io import group_consumer, read_range, until_done
+from app.shell.worker.log_feed import LogFeed
 from app.shell.worker.projector_cache import CachedRun, keep, uncache
 from app.shell.worker.projector_config import ProjectorConfig
 from app.shell.worker.projector_fanout import send_all
@@ -122,6 +126,9 @@ class ProjectorLoop:
     ) -> None:
         self.config = config
         self.policy = policy
+        # The process's one log consumer hands the projector its records (the read side's
+        # tail, app.shell.worker.log_feed); the group consumer only decides and fences.
+        self.feed = LogFeed()
         # The read side's store of this worker (app.shell.worker.run_index), when it is open: a
         # rebuild reads a run's events there first.
         self.store = store
@@ -228,6 +235,7 @@ class ProjectorLoop:
         # producer closes raised ProducerClosed and crashed the service on SIGTERM (found by
         # `a2ui-stream soak`, docs/reliability.md). Frames are at-least-once: a batch cut short
         # here is projected again from the committed offset.
+        self.feed.close()  # the read side's tail never waits for a stopped projector
         for task in [*self.tasks, *self.taking.values()]:
             task.cancel()
         await asyncio.gather(*self.tasks, *self.taking.values(), return_exceptions=True)
@@ -246,6 +254,7 @@ class ProjectorLoop:
         if task is not None:
             task.cancel()
         self.partitions.pop(tp.partition, None)
+        self.feed.unfollow(tp.partition)
         for run_id in [r for r, cached in self.runs.items() if cached.partition == tp.partition]:
             uncache(self, run_id)
 
@@ -265,21 +274,19 @@ class ProjectorLoop:
         that waited for an owner."""
         assert self.consumer is not None
         committed = await self.consumer.committed(tp)
+        if committed is None:  # never projected: from the log's start
+            committed = (await self.consumer.beginning_offsets([tp]))[tp]
         async with self.lock:
             if self.taking.get(tp) is not asyncio.current_task():
                 return  # revoked (or taken again) meanwhile
             del self.taking[tp]
-            if committed is None:
-                await self.consumer.seek_to_beginning(tp)
-            else:
-                self.consumer.seek(tp, committed)
-            self.partitions[tp.partition] = _Partition(committed or 0)
+            self.partitions[tp.partition] = _Partition(committed)
             self.generation += 1
-            self.consumer.resume(tp)
+            self.feed.follow(tp.partition, committed)  # the partition stays paused here
         log.info(
             "projector: partition %d restored up to offset %d (its runs are rebuilt when needed)",
             tp.partition,
-            committed or 0,
+            committed,
         )
         answer_missed_later(self, tp.partition)
 
@@ -290,6 +297,7 @@ class ProjectorLoop:
             asyncio.create_task(follow_registry(self, stopping)),
             asyncio.create_task(follow_resyncs(self, stopping)),
             asyncio.create_task(self._project(stopping)),
+            asyncio.create_task(self._stay_member(stopping)),
         ]
         try:
             await asyncio.gather(*tasks)
@@ -298,24 +306,29 @@ class ProjectorLoop:
                 task.cancel()
 
     async def _project(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            batch = await self.feed.get(timeout=0.2)
+            if batch:
+                # filtered against the follows just now: consistent with this generation
+                await self._project_once(batch, self.generation)
+
+    async def _stay_member(self, stopping: asyncio.Event) -> None:
+        """Poll the group consumer, whose partitions are all paused (it fetches nothing):
+        aiokafka leaves the group of a consumer not polled for ``max_poll_interval_ms``."""
         assert self.consumer is not None
         while not stopping.is_set():
-            gathered = self.generation
-            batch = await self.consumer.getmany(timeout_ms=200, max_records=2000)
-            if batch:
-                await self._project_once(batch, gathered)
+            started = asyncio.get_running_loop().time()
+            await self.consumer.getmany(timeout_ms=1000, max_records=1)  # records: ignored
+            if asyncio.get_running_loop().time() - started < 0.5:
+                await asyncio.sleep(0.5)  # (assigned before the listener paused it)
 
-    async def _project_once(self, batch: dict[TopicPartition, list[Any]], gathered: int) -> None:
-        """One fetched batch: the runs the core names as missing are rebuilt (outside the
-        lock: a log read may take seconds), then the core plans the batch with the lock held
-        and the plan is performed."""
+    async def _project_once(self, batch: dict[int, list[Any]], gathered: int) -> None:
+        """One batch of records (by log partition) from the feed: the runs the core names as
+        missing are rebuilt (outside the lock: a log read may take seconds), then the core
+        plans the batch with the lock held and the plan is performed."""
         assert self.consumer is not None
         try:
-            decoded = projector_batch.decode(
-                {tp.partition: records for tp, records in batch.items()},
-                self.partitions,
-                self.registry,
-            )
+            decoded = projector_batch.decode(batch, self.partitions, self.registry)
             rebuilt = await rebuild_needed(
                 self, projector_batch.needed_runs(decoded, self.runs, self.registry)
             )
@@ -333,19 +346,20 @@ class ProjectorLoop:
                     cache_surfaces=self.config.cache_surfaces,
                 )
                 if isinstance(planned, Refetch):
-                    # A rebalance or a take ran while this batch was gathered (the listener
-                    # runs beside getmany): positions may have moved under it. Fetch again
-                    # from where each owned partition stands.
+                    # A rebalance or a take ran while this batch's runs were rebuilt:
+                    # positions may have moved under it. Follow again from where each owned
+                    # partition stands.
                     for partition, position in planned.positions.items():
-                        self.consumer.seek(self._tp(partition), position)
+                        self.feed.follow(partition, position)
                     return
                 await self._perform(planned)
         except Exception as exc:
             log.error("projector: batch failed (%s); rewinding", type(exc).__name__)
             async with self.lock:
-                for tp in batch:
-                    if tp.partition in self.partitions:
-                        self.take_later(tp)  # its runs dropped, projected again from its offset
+                for partition in batch:
+                    if partition in self.partitions:
+                        # its runs dropped, projected again from its offset
+                        self.take_later(self._tp(partition))
 
     def _tp(self, partition: int) -> TopicPartition:
         return TopicPartition(self.config.log_topic, partition)

@@ -6,12 +6,11 @@ but only for the partitions this worker owns (``app.shell.worker.ownership``): a
 run on another worker's partition is forwarded to that owner (``app.shell.http.forward``). So a
 worker's cost follows its partitions, not the whole log.
 
-One consumer (no consumer group) is assigned the owned partitions of the log topic, read with
-``read_committed``, and of the dead-letter topic. Each fetched batch goes into the persistent
-store (``app.shell.worker.run_store``: the recorded bytes per event, a summary per run and the
-partition's checkpoint, in one atomic write). On assignment a partition resumes from its
-checkpoint, not from the beginning, and is *ready* once the store has read the log up to the
-end it had when assigned; until then its runs are answered 503
+One consumer (no group) is assigned the owned partitions of the log and the dead letters. Each
+fetched batch goes into the persistent store (``app.shell.worker.run_store``: the recorded bytes
+per event, a summary per run and the partition's checkpoint, in one atomic write). On assignment
+a partition resumes from its checkpoint, not from the beginning, and is *ready* once the store
+has read the log up to the end it had when assigned; until then its runs are answered 503
 (``app.core.runlog.ownership.route``). On revocation its runs leave memory and their readers are
 told (an SSE stream closes, and its client resumes with ``Last-Event-ID`` at the new owner); the
 files stay as a warm cache.
@@ -26,8 +25,10 @@ admission (which the owner publishes) can wait for the outcome of the record it 
 every validator output carries the ``a2ui-source`` header naming the admission record's
 partition and offset (docs/pipeline.md; ``run_outcomes``).
 
-This module is the index: ownership, lifecycle, the tail and the readers. It imports
-``app.core``, the shared shell modules and ``app.shell.worker``.
+It is the process's one consumer of the log: it also reads the partitions the projector
+follows and hands it their records (``app.shell.worker.log_feed``). This module is the index:
+ownership, lifecycle, the tail and the readers. It imports ``app.core``, the shared shell
+modules and ``app.shell.worker``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from app.core.runlog.keys import partition_for_run
 from app.core.runlog.run_lifecycle import status_of
 from app.shell.worker.kafka_io import MAX_FETCH_BYTES, partitions_of
+from app.shell.worker.log_feed import LogFeed
 from app.shell.worker.run_log import DECODED_FACTOR, LoggedEvent, RunCache, RunLog
 from app.shell.worker.run_outcomes import Outcomes, RecordOutcome
 from app.shell.worker.run_records import file_dead_letter, file_log_record
@@ -73,6 +75,7 @@ class RunIndex:
         store_path: Path,
         *,
         cache_bytes: int = 64 * 1024 * 1024,
+        feed: LogFeed | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.log_topic = log_topic
@@ -99,14 +102,20 @@ class RunIndex:
         self._refreshed = 0.0
         self.loaded_runs = 0  # runs read from the store (cache misses), for /metrics
         self.records_read = 0  # log records tailed since start
+        self.feed = LogFeed() if feed is None else feed
+        self.feed.on_change = self._apply_later
+
+    def _apply_later(self) -> None:
+        """What the tail reads changed: applied before its next fetch."""
+        self._changed = True
+        self._wake.set()
 
     # -- ownership (called by app.shell.worker.ownership, synchronously) ----------------------
 
     def assigned(self, partitions: frozenset[int]) -> None:
         if partitions:
             self._wanted |= partitions
-            self._changed = True
-            self._wake.set()
+            self._apply_later()
 
     def revoked(self, partitions: frozenset[int]) -> None:
         """The partitions leave at once: no read is answered for them from here on, and their
@@ -123,8 +132,7 @@ class RunIndex:
                 run.moved = True
                 self.memory.forget(run_id)
                 run.notify()
-        self._changed = True
-        self._wake.set()
+        self._apply_later()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -155,6 +163,8 @@ class RunIndex:
             enable_auto_commit=False,
             isolation_level="read_committed",
             max_partition_fetch_bytes=MAX_FETCH_BYTES,
+            # an offset below the log's start (retention) reads from its start, never skips
+            auto_offset_reset="earliest",
         )
         await consumer.start()
         self._consumer = consumer
@@ -181,7 +191,7 @@ class RunIndex:
             try:
                 if self._changed:
                     await self._apply_changes(consumer)
-                if not self.owned:
+                if not self.owned and not self.feed.follows:
                     self._wake.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), 0.5)
@@ -191,6 +201,7 @@ class RunIndex:
                 self._progress.set()
                 self._progress = asyncio.Event()
                 await self._check_ready(consumer)
+                await self.feed.room()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a broker hiccup: keep tailing
@@ -228,20 +239,29 @@ class RunIndex:
             self._targets.pop(partition, None)
             self._log_next.pop(partition, None)
             self._dead_next.pop(partition, None)
-        tps: list[TopicPartition] = []
-        for partition in sorted(self.owned):
-            tps.append(TopicPartition(self.log_topic, partition))
-            tps.append(TopicPartition(self.deadletter_topic, partition))
+        starts = self.feed.starts({p: self._log_next[p] for p in self.owned})
+        tps = [TopicPartition(self.log_topic, p) for p in sorted(starts)]
+        tps += [TopicPartition(self.deadletter_topic, p) for p in sorted(self.owned)]
         consumer.assign(tps)
+        for partition, start in starts.items():
+            consumer.seek(TopicPartition(self.log_topic, partition), start)
         for partition in self.owned:
-            consumer.seek(TopicPartition(self.log_topic, partition), self._log_next[partition])
             consumer.seek(
                 TopicPartition(self.deadletter_topic, partition), self._dead_next[partition]
             )
+        self.feed.applied(starts)
+
+    async def _read_to(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
+        """How far the read side has read ``tp``: the consumer's position, or the store's next
+        offset when further (the tail went back for the projector)."""
+        position: int = await consumer.position(tp)
+        if tp.topic == self.log_topic:
+            return max(position, self._log_next.get(tp.partition, position))
+        return position
 
     async def _check_ready(self, consumer: AIOKafkaConsumer) -> None:
         for partition, target in list(self._targets.items()):
-            if await consumer.position(TopicPartition(self.log_topic, partition)) >= target:
+            if await self._read_to(consumer, TopicPartition(self.log_topic, partition)) >= target:
                 del self._targets[partition]
                 if partition in self.owned:
                     self.ready_partitions.add(partition)
@@ -252,7 +272,7 @@ class RunIndex:
             self._refreshed = now
             writer = self.store.writer()
             for partition in self.owned:
-                position = await consumer.position(TopicPartition(self.log_topic, partition))
+                position = await self._read_to(consumer, TopicPartition(self.log_topic, partition))
                 writer.advance(partition, position)
             writer.commit()
 
@@ -262,9 +282,14 @@ class RunIndex:
         writer = self.store.writer()
         touched: dict[str, RunLog] = {}
         for tp, records in batch.items():
-            if tp.partition not in self.owned:
-                continue  # revoked while the batch was fetched
             if tp.topic == self.log_topic:
+                self.feed.offer(tp.partition, records)
+            if tp.partition not in self.owned or not records:
+                continue  # revoked while the batch was fetched, or only the projector's
+            if tp.topic == self.log_topic:
+                start = self._log_next.get(tp.partition, 0)
+                if records[0].offset < start:  # read again for the projector: filed already
+                    records = [r for r in records if r.offset >= start]
                 self.records_read += len(records)
                 for record in records:
                     file_log_record(
@@ -279,6 +304,7 @@ class RunIndex:
                 if records:
                     self._dead_next[tp.partition] = records[-1].offset + 1
         writer.commit()
+        self.feed.flush()
         for run in touched.values():
             run.notify()
 
@@ -372,7 +398,7 @@ class RunIndex:
             for tp, end in ends.items():
                 if tp.partition not in self.owned:
                     return False
-                if await consumer.position(tp) < end:
+                if await self._read_to(consumer, tp) < end:
                     behind = True
                     break
             if not behind:
