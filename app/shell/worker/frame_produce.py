@@ -53,10 +53,20 @@ _NULL_TRANSACTIONAL_ID = _I16.pack(-1)
 def encode_request(entries: Sequence[tuple[bytes, bytes]], timeout_ms: int = TIMEOUT_MS) -> bytes:
     """A Produce v3-v7 request body: no transactional id, acks all, and for each entry (the
     topic's encoded name, a record batch) that batch to the topic's partition 0."""
+    return _encode([(topic_head(name), batch) for name, batch in entries], timeout_ms)
+
+
+def topic_head(name: bytes) -> bytes:
+    """What a Produce v3-v7 request writes before a topic's one batch (to its partition 0)."""
+    return _I16.pack(len(name)) + name + _ONE_PARTITION_0
+
+
+def _encode(entries: Sequence[tuple[bytes, bytes]], timeout_ms: int = TIMEOUT_MS) -> bytes:
     parts = [_NULL_TRANSACTIONAL_ID, _I16.pack(ACKS_ALL), _I32.pack(timeout_ms)]
     parts.append(_I32.pack(len(entries)))
-    for name, batch in entries:
-        parts += (_I16.pack(len(name)), name, _ONE_PARTITION_0, _I32.pack(len(batch)), batch)
+    pack = _I32.pack
+    for head, batch in entries:
+        parts += (head, pack(len(batch)), batch)
     return b"".join(parts)
 
 
@@ -172,6 +182,18 @@ async def partition_of(producer: Any, topic: str, partitions: dict[str, int | No
     return partitions[topic]
 
 
+_HEADS: dict[str, bytes] = {}  # topic -> topic_head of its encoded name
+
+
+def _head(topic: str) -> bytes:
+    found = _HEADS.get(topic)
+    if found is None:
+        if len(_HEADS) >= 100_000:  # subscriber topics come and go: bounded
+            _HEADS.clear()
+        found = _HEADS[topic] = topic_head(topic.encode())
+    return found
+
+
 async def produce_frames(
     producer: Any, frames: Sequence[Frame], partitions: dict[str, int | None]
 ) -> list[BaseException | None]:
@@ -182,7 +204,8 @@ async def produce_frames(
     for frame in frames:
         by_topic.setdefault(frame[0], []).append(frame)
     for topic in by_topic:
-        await partition_of(producer, topic, partitions)
+        if topic not in partitions:
+            await partition_of(producer, topic, partitions)
     cluster = producer.client.cluster
     batches = _Batches()
     requests: dict[int, list[list[tuple[bytes, bytes]]]] = {}
@@ -199,7 +222,7 @@ async def produce_frames(
             requests.setdefault(node, []).append([])
             topics_of.setdefault(node, []).append([])
             sizes[node] = 0
-        requests[node][-1].append((topic.encode(), batch))
+        requests[node][-1].append((_head(topic), batch))
         topics_of[node][-1].append(topic)
         sizes[node] += len(batch)
     sent = [
@@ -209,7 +232,7 @@ async def produce_frames(
     ]
     answers = await asyncio.gather(
         *(
-            producer.client.send(node, _FramesRequest(encode_request(entries)))
+            producer.client.send(node, _FramesRequest(_encode(entries)))
             for node, entries, _ in sent
         ),
         return_exceptions=True,
@@ -219,6 +242,8 @@ async def produce_frames(
             others += topics
         else:
             others += [topic for topic, _, _ in answer.errors]
+    if not others:
+        return [None] * len(frames)
     failed = await _send_each(producer, [f for t in others for f in by_topic[t]], partitions)
     return [failed.get(id(frame)) for frame in frames]
 
