@@ -162,3 +162,27 @@ async def test_the_tail_reads_for_both_sides_and_files_each_record_once(tmp_path
     assert index.records_read == 6
     assert list(index.store.summaries(1)) == []
     index.store.close()
+
+
+async def test_a_stuck_projector_is_dropped_after_the_stall_and_follows_again() -> None:
+    """The tail waits ``stall_s`` for a projector that takes nothing, then drops what is queued
+    and stops reading those partitions for it (the read side goes on); the partitions it
+    follows again are handed over from the offset it gives."""
+    feed = LogFeed(max_batches=1, stall_s=0.05)
+    changes: list[int] = []
+    feed.on_change = lambda: changes.append(1)
+    for partition in (0, 1):
+        feed.follow(partition, 0)
+    feed.applied([0, 1])
+    feed.offer(0, _recs(0, 2))
+    feed.flush()
+    await asyncio.wait_for(feed.room(), 1)
+    assert feed.drops == 1 and feed.follows.keys() == {1} and feed.overflowed == {0}
+    assert len(changes) == 3  # two follows, then the drop: the tail stops reading 0 for it
+    assert await feed.get(timeout=0) == {}
+    assert feed.take_overflowed() == {0} and feed.overflowed == set()
+    feed.follow(0, 1)
+    feed.applied([0])
+    feed.offer(0, _recs(0, 3))
+    feed.flush()
+    assert _offsets(await feed.get(timeout=0)) == {0: [1, 2, 3]}

@@ -496,3 +496,30 @@ async def test_a_failed_commit_projects_the_partition_again_from_its_committed_o
     assert kafka.committed[(GROUP, LOG, 0)] == 3 and loop.partitions[0].position == 3
     assert _held(loop) == dict(replay(_events(kafka)).surfaces)
     assert loop.held == len(_held(loop))
+
+
+async def test_a_partition_the_tail_dropped_for_a_stuck_projector_is_framed_once_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tail dropped what was queued for the projector (it waited past the stall): the
+    projector follows the partition again from where it stands, and every event reaches the
+    full subscriber once, in order."""
+    kafka = MemoryKafka()
+    run = _run("a", 0)
+    loop = _loop(kafka, monkeypatch)
+    loop.feed.max_batches, loop.feed.stall_s = 1, 0.0
+    _subscribe(loop, "full", delta=False)
+    await loop.consumer.assign({_tp(0)})
+    await _taken(loop)
+    _publish(kafka, run, 0, ["v0"])
+    await _drain(loop)
+    for n in (1, 2):
+        _publish(kafka, run, n, [f"v{n}"])
+    loop.tail.round()  # queued for a projector that does not take it
+    await loop.feed.room()
+    assert loop.feed.drops == 1 and loop.feed.overflowed == {0}
+    assert not loop.tail.behind()  # nothing followed: the tail reads no further for it
+    await loop.follow_again()
+    await _drain(loop)
+    assert [f["sequence"] for f in _frames_of(kafka, "sub-full")] == [0, 1, 2]
+    assert kafka.committed[(GROUP, LOG, 0)] == 3

@@ -13,8 +13,11 @@ Kafka Streams' shape: one consumer per thread, every processor of a partition's 
 it. Decoding and fetching happen once per process; the read side's store has filed a record
 before the projector sees it, so a run the projector rebuilds is read from the store, not the
 log. The cost of sharing: the tail waits while ``MAX_BATCHES`` batches are queued for the
-projector (a projector that falls behind holds the read side back too, as one slow processor
-does a Kafka Streams thread).
+projector, so a projector that falls behind holds the read side back too, as one slow
+processor does a Kafka Streams thread; but at most ``STALL_S`` per batch: then what is queued
+is dropped and its partitions are no longer read for the projector (``overflowed``) until it
+follows them again from where it stands, so a stuck projector (a long log read, a broker
+that does not answer its frames) neither stops the reads nor grows the queue.
 
 Each ``follow`` of a partition starts a new epoch; records queued under an older one (fetched
 before the tail sought the partition to the new offset) are dropped, so the projector sees
@@ -34,6 +37,7 @@ from typing import Any
 __all__ = ["MAX_BATCHES", "LogFeed"]
 
 MAX_BATCHES = 4  # tail batches queued for the projector before the tail waits
+STALL_S = 2.0  # the longest the tail waits for the projector before it drops what is queued
 
 
 @dataclass
@@ -46,8 +50,11 @@ class _Follow:
 class LogFeed:
     """The partitions the projector follows, and the records queued for it."""
 
-    def __init__(self, max_batches: int = MAX_BATCHES) -> None:
+    def __init__(self, max_batches: int = MAX_BATCHES, stall_s: float = STALL_S) -> None:
         self.max_batches = max_batches
+        self.stall_s = stall_s
+        self.overflowed: set[int] = set()  # dropped for a stuck projector: to follow again
+        self.drops = 0
         self.follows: dict[int, _Follow] = {}
         self._epochs: dict[int, int] = {}
         self._pending: dict[int, tuple[int, list[Any]]] = {}
@@ -145,11 +152,36 @@ class LogFeed:
             if len(self._queue) >= self.max_batches:
                 self._room.clear()
 
+    def take_overflowed(self) -> set[int]:
+        """The partitions dropped since last asked, which the projector follows again."""
+        found, self.overflowed = self.overflowed, set()
+        return found
+
     async def room(self) -> None:
-        """Wait while ``max_batches`` batches are queued (the projector is behind)."""
+        """Wait while ``max_batches`` batches are queued (the projector is behind), at most
+        ``stall_s``: then drop them (``overflowed``)."""
+        if self.closed or len(self._queue) < self.max_batches:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wait_room(), self.stall_s)
+        if not self.closed and len(self._queue) >= self.max_batches:
+            self._drop_queued()
+
+    async def _wait_room(self) -> None:
         while not self.closed and len(self._queue) >= self.max_batches:
             self._room.clear()
             await self._room.wait()
+
+    def _drop_queued(self) -> None:
+        for batch in self._queue:
+            for partition in batch:
+                if self.follows.pop(partition, None) is not None:
+                    self._epochs[partition] += 1
+                    self.overflowed.add(partition)
+        self._queue.clear()
+        self._room.set()
+        self.drops += 1
+        self.on_change()
 
     @property
     def queued(self) -> int:

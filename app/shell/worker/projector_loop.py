@@ -311,6 +311,23 @@ class ProjectorLoop:
             if batch:
                 # filtered against the follows just now: consistent with this generation
                 await self._project_once(batch, self.generation)
+            if self.feed.overflowed:
+                await self.follow_again()
+
+    async def follow_again(self) -> None:
+        """Follow again, from where each stands, the partitions whose queued records the tail
+        dropped (it waited ``log_feed.STALL_S`` for this loop)."""
+        async with self.lock:
+            for partition in sorted(self.feed.take_overflowed()):
+                owned = self.partitions.get(partition)
+                if owned is not None:
+                    log.warning(
+                        "projector: partition %d fell behind the tail: read again from %d",
+                        partition,
+                        owned.position,
+                    )
+                    self.generation += 1
+                    self.feed.follow(partition, owned.position)
 
     async def _stay_member(self, stopping: asyncio.Event) -> None:
         """Poll the group consumer, whose partitions are all paused (it fetches nothing):

@@ -53,6 +53,14 @@ def render_metrics(loop: ProjectorLoop) -> list[str]:
             f'a2ui_projector_rebuilds_total{{source="{s}"}} {loop.rebuilt[s]}'
             for s in ("store", "log")
         ),
+        "# HELP a2ui_projector_fed_records_total Log records the read side's tail handed the "
+        "projector (app.shell.worker.log_feed).",
+        "# TYPE a2ui_projector_fed_records_total counter",
+        f"a2ui_projector_fed_records_total {loop.feed.handed}",
+        "# HELP a2ui_projector_feed_drops_total Times the tail dropped what was queued for a "
+        "stuck projector (it reads those partitions again).",
+        "# TYPE a2ui_projector_feed_drops_total counter",
+        f"a2ui_projector_feed_drops_total {loop.feed.drops}",
         "# HELP a2ui_frames_failed_total Frames the broker would not take, by error.",
         "# TYPE a2ui_frames_failed_total counter",
     ]
