@@ -453,3 +453,81 @@ async def test_a_projector_with_room_for_one_surface_sends_the_same_surfaces(
             assert view[(run, "s")].content == surface.content
     assert "delta" in got[1]["_kinds"] and set(caught["_kinds"]) == {"full"}
     assert evictions > 0 and rebuilds > 0 and held == 1
+
+
+async def test_a_projector_only_worker_is_fed_every_partition_it_projects(
+    broker: Broker, settings: Settings, tmp_path: Path
+) -> None:
+    """The one log consumer per process (app/shell/worker/log_feed.py) on a real broker, where
+    the read side owns nothing: a worker with the projector role alone, beside a worker with
+    the validator alone. Its read side's tail reads every log partition for its projector
+    only; with room for one surface a late subscriber's catch-up rebuilds the evicted runs
+    from the log (its store holds none of them). A full, a delta and the late subscriber end
+    with the surfaces the log materializes."""
+    await apply_topics(broker, settings)
+    runs = [f"run-fed-{i}" for i in range(3)]
+    records = []
+    for n in range(4):
+        for run in runs:
+            messages = [create("s")] if n == 0 else []
+            records.append(envelope(run, n, [*messages, _components("s", [f"{run} {n}"])], "s"))
+    validator = WorkerProcess(broker, settings, "v1", tmp_path, {"A2UI_STREAM_ROLES": "validator"})
+    projector = WorkerProcess(
+        broker,
+        settings,
+        "p1",
+        tmp_path,
+        {"A2UI_STREAM_ROLES": "projector", "A2UI_STREAM_PROJECTOR_CACHE_SURFACES": "1"},
+    )
+    subs = [
+        SubscriberClient(
+            broker.bootstrap,
+            f"{kind}-fed-{settings.app_id}",
+            runs=runs,
+            delta=kind == "delta",
+            full_every=1000,
+            settings=settings,
+        )
+        for kind in ("full", "delta")
+    ]
+    last = {(run, "s"): 3 for run in runs}
+    validator.start()
+    projector.start()
+    try:
+        for sub in subs:
+            await sub.register()
+        await publish(
+            broker.bootstrap,
+            next(s.name for s in desired_for(settings) if s.id == "admission"),
+            [Published(r["runId"], r["runId"].encode(), orjson.dumps(r), None) for r in records],
+        )
+        observed = await wait_for_outcomes(
+            broker, settings, len(records), timeout=120, workers=[validator]
+        )
+        got: list[dict] = [{}, {}]
+        stops = [asyncio.Event(), asyncio.Event()]
+        await asyncio.wait_for(
+            asyncio.gather(
+                *(_collect_all(s, last, e, g) for s, e, g in zip(subs, stops, got, strict=True))
+            ),
+            timeout=120,
+        )
+        # registered afterwards: its catch-up rebuilds the evicted runs, from the log
+        late = SubscriberClient(
+            broker.bootstrap, f"late-fed-{settings.app_id}", runs=runs, settings=settings
+        )
+        await late.register()
+        caught: dict = {}
+        await asyncio.wait_for(_collect_all(late, last, asyncio.Event(), caught), timeout=120)
+        fed = projector.counter("a2ui_projector_fed_records_total")
+        from_log = projector.counter('a2ui_projector_rebuilds_total{source="log"}')
+        runs_held = projector.counter("a2ui_http_runs")
+    finally:
+        projector.stop()
+        validator.stop()
+    materialized = replay(observed.events)
+    for run in runs:
+        [surface] = materialized.surfaces_of(run)
+        for view in (*got, caught):
+            assert view[(run, "s")].content == surface.content
+    assert fed >= len(records) and from_log > 0 and runs_held == 0
