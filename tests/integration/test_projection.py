@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -384,6 +385,71 @@ async def _collect_all(
             stop.set()
 
 
+async def _three_subscribers_of(
+    broker: Broker,
+    settings: Settings,
+    decider: WorkerProcess,
+    name: str,
+    runs: list[str],
+    records: list[dict],
+    last_sequence: int,
+) -> tuple[Any, list[dict], dict]:
+    """A full and a delta subscriber of ``runs`` registered, ``records`` published and decided
+    by ``decider``'s validator, both subscribers' frames collected up to each run's event
+    ``last_sequence``, then a subscriber registered afterwards (its catch-up rebuilds the
+    evicted runs) and its frames collected: the outcomes, the two views and the late one."""
+    subs = [
+        SubscriberClient(
+            broker.bootstrap,
+            f"{kind}-{name}-{settings.app_id}",
+            runs=runs,
+            delta=kind == "delta",
+            full_every=1000,
+            settings=settings,
+        )
+        for kind in ("full", "delta")
+    ]
+    last = {(run, "s"): last_sequence for run in runs}
+    for sub in subs:
+        await sub.register()
+    await asyncio.sleep(0)
+    await publish(
+        broker.bootstrap,
+        next(s.name for s in desired_for(settings) if s.id == "admission"),
+        [Published(r["runId"], r["runId"].encode(), orjson.dumps(r), None) for r in records],
+    )
+    observed = await wait_for_outcomes(
+        broker, settings, len(records), timeout=120, workers=[decider]
+    )
+    got: list[dict] = [{}, {}]
+    stops = [asyncio.Event(), asyncio.Event()]
+    await asyncio.wait_for(
+        asyncio.gather(
+            *(_collect_all(s, last, e, g) for s, e, g in zip(subs, stops, got, strict=True))
+        ),
+        timeout=120,
+    )
+    late = SubscriberClient(
+        broker.bootstrap, f"late-{name}-{settings.app_id}", runs=runs, settings=settings
+    )
+    await late.register()
+    caught: dict = {}
+    await asyncio.wait_for(_collect_all(late, last, asyncio.Event(), caught), timeout=120)
+    return observed, got, caught
+
+
+def _interleaved(runs: list[str], events: int, extra: bool) -> list[dict]:
+    """``events`` envelopes of each run, taking turns: one surface, its text changed each
+    time (and, with ``extra``, a second component every other event)."""
+    records = []
+    for n in range(events):
+        for run in runs:
+            messages = [create("s")] if n == 0 else []
+            texts = [f"{run} {n}", *(["extra"] if extra and n % 2 else [])]
+            records.append(envelope(run, n, [*messages, _components("s", texts)], "s"))
+    return records
+
+
 async def test_a_projector_with_room_for_one_surface_sends_the_same_surfaces(
     broker: Broker, settings: Settings, tmp_path: Path
 ) -> None:
@@ -393,54 +459,15 @@ async def test_a_projector_with_room_for_one_surface_sends_the_same_surfaces(
     catch-up rebuilds the evicted runs), end with exactly the surfaces the log materializes."""
     await apply_topics(broker, settings)
     runs = [f"run-evict-{i}" for i in range(3)]
-    records = []
-    for n in range(6):
-        for run in runs:
-            messages = [create("s")] if n == 0 else []
-            texts = [f"{run} {n}", *(["extra"] if n % 2 else [])]
-            records.append(envelope(run, n, [*messages, _components("s", texts)], "s"))
+    records = _interleaved(runs, 6, extra=True)
     worker = WorkerProcess(
         broker, settings, "w1", tmp_path, {"A2UI_STREAM_PROJECTOR_CACHE_SURFACES": "1"}
     )
     worker.start()
-    subs = [
-        SubscriberClient(
-            broker.bootstrap,
-            f"{kind}-evict-{settings.app_id}",
-            runs=runs,
-            delta=kind == "delta",
-            full_every=1000,
-            settings=settings,
-        )
-        for kind in ("full", "delta")
-    ]
-    last = {(run, "s"): 5 for run in runs}
     try:
-        for sub in subs:
-            await sub.register()
-        await asyncio.sleep(0)
-        await publish(
-            broker.bootstrap,
-            next(s.name for s in desired_for(settings) if s.id == "admission"),
-            [Published(r["runId"], r["runId"].encode(), orjson.dumps(r), None) for r in records],
+        observed, got, caught = await _three_subscribers_of(
+            broker, settings, worker, "evict", runs, records, 5
         )
-        observed = await wait_for_outcomes(
-            broker, settings, len(records), timeout=120, workers=[worker]
-        )
-        got: list[dict] = [{}, {}]
-        stops = [asyncio.Event(), asyncio.Event()]
-        await asyncio.wait_for(
-            asyncio.gather(
-                *(_collect_all(s, last, e, g) for s, e, g in zip(subs, stops, got, strict=True))
-            ),
-            timeout=120,
-        )
-        late = SubscriberClient(
-            broker.bootstrap, f"late-evict-{settings.app_id}", runs=runs, settings=settings
-        )
-        await late.register()
-        caught: dict = {}
-        await asyncio.wait_for(_collect_all(late, last, asyncio.Event(), caught), timeout=120)
         evictions = worker.counter("a2ui_projector_evictions_total")
         rebuilds = worker.counter("a2ui_projector_rebuilds_total")
         held = worker.counter("a2ui_projector_surfaces")
@@ -466,11 +493,7 @@ async def test_a_projector_only_worker_is_fed_every_partition_it_projects(
     with the surfaces the log materializes."""
     await apply_topics(broker, settings)
     runs = [f"run-fed-{i}" for i in range(3)]
-    records = []
-    for n in range(4):
-        for run in runs:
-            messages = [create("s")] if n == 0 else []
-            records.append(envelope(run, n, [*messages, _components("s", [f"{run} {n}"])], "s"))
+    records = _interleaved(runs, 4, extra=False)
     validator = WorkerProcess(broker, settings, "v1", tmp_path, {"A2UI_STREAM_ROLES": "validator"})
     projector = WorkerProcess(
         broker,
@@ -479,46 +502,12 @@ async def test_a_projector_only_worker_is_fed_every_partition_it_projects(
         tmp_path,
         {"A2UI_STREAM_ROLES": "projector", "A2UI_STREAM_PROJECTOR_CACHE_SURFACES": "1"},
     )
-    subs = [
-        SubscriberClient(
-            broker.bootstrap,
-            f"{kind}-fed-{settings.app_id}",
-            runs=runs,
-            delta=kind == "delta",
-            full_every=1000,
-            settings=settings,
-        )
-        for kind in ("full", "delta")
-    ]
-    last = {(run, "s"): 3 for run in runs}
     validator.start()
     projector.start()
     try:
-        for sub in subs:
-            await sub.register()
-        await publish(
-            broker.bootstrap,
-            next(s.name for s in desired_for(settings) if s.id == "admission"),
-            [Published(r["runId"], r["runId"].encode(), orjson.dumps(r), None) for r in records],
+        observed, got, caught = await _three_subscribers_of(
+            broker, settings, validator, "fed", runs, records, 3
         )
-        observed = await wait_for_outcomes(
-            broker, settings, len(records), timeout=120, workers=[validator]
-        )
-        got: list[dict] = [{}, {}]
-        stops = [asyncio.Event(), asyncio.Event()]
-        await asyncio.wait_for(
-            asyncio.gather(
-                *(_collect_all(s, last, e, g) for s, e, g in zip(subs, stops, got, strict=True))
-            ),
-            timeout=120,
-        )
-        # registered afterwards: its catch-up rebuilds the evicted runs, from the log
-        late = SubscriberClient(
-            broker.bootstrap, f"late-fed-{settings.app_id}", runs=runs, settings=settings
-        )
-        await late.register()
-        caught: dict = {}
-        await asyncio.wait_for(_collect_all(late, last, asyncio.Event(), caught), timeout=120)
         fed = projector.counter("a2ui_projector_fed_records_total")
         from_log = projector.counter('a2ui_projector_rebuilds_total{source="log"}')
         runs_held = projector.counter("a2ui_http_runs")

@@ -7,8 +7,6 @@ real-broker path is tests/integration/test_projection.py and the fault suite."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +15,15 @@ from aiokafka import TopicPartition
 
 from app.shell.worker.log_feed import LogFeed
 from app.shell.worker.run_index import RunIndex
-
-LOG, DEAD = "t.runs.log", "t.runs.deadletter"
-
-
-@dataclass
-class _Rec:
-    offset: int
-    key: bytes = b"t/r#0"
-    value: bytes = b"{}"
-    headers: list[Any] = field(default_factory=list)
-    timestamp: int = 1_700_000_000_000
+from tests.shell.test_run_index_ownership import DEAD, LOG, FetchedRecord, TailConsumer
 
 
-def _recs(first: int, last: int) -> list[_Rec]:
-    return [_Rec(n) for n in range(first, last + 1)]
+def _rec(offset: int) -> FetchedRecord:
+    return FetchedRecord(offset, b"t/r#0", b"{}", [])
+
+
+def _recs(first: int, last: int) -> list[FetchedRecord]:
+    return [_rec(n) for n in range(first, last + 1)]
 
 
 def _offsets(batch: dict[int, list[Any]]) -> dict[int, list[int]]:
@@ -52,7 +44,7 @@ async def test_records_are_handed_over_from_the_followed_offset_once_the_tail_so
     feed.offer(1, _recs(0, 3))  # not followed
     feed.flush()
     assert _offsets(await feed.get(timeout=0)) == {0: [5, 6, 7, 8, 9]}
-    assert feed.wanted() == {0: 10}
+    assert feed.starts({}) == {0: 10}
 
 
 async def test_a_new_follow_drops_what_was_queued_under_the_old_one() -> None:
@@ -103,29 +95,11 @@ async def test_the_tail_waits_while_the_projector_is_behind_and_never_for_a_stop
     assert feed.follows == {} and await feed.get(timeout=0) == {}
 
 
-class _Consumer:
-    """What ``RunIndex._apply_changes`` calls: end offsets, assign and seek."""
-
-    def __init__(self) -> None:
-        self.assignment: list[TopicPartition] = []
-        self.seeks: dict[TopicPartition, int] = {}
-
-    async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: 4 for tp in tps}
-
-    def assign(self, tps: list[TopicPartition]) -> None:
-        self.assignment = list(tps)
-        self.seeks = {}
-
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        self.seeks[tp] = offset
-
-
-def _event(sequence: int) -> _Rec:
+def _event(sequence: int) -> FetchedRecord:
     value = orjson.dumps(
         {"runId": "t/r", "sequence": sequence, "type": "run.started", "payload": {}}
     )
-    return _Rec(sequence, f"t/r#{sequence}".encode(), value, [("a2ui-source", b"0:1")])
+    return FetchedRecord(sequence, f"t/r#{sequence}".encode(), value, [("a2ui-source", b"0:1")])
 
 
 async def test_the_tail_reads_for_both_sides_and_files_each_record_once(tmp_path: Path) -> None:
@@ -137,7 +111,7 @@ async def test_the_tail_reads_for_both_sides_and_files_each_record_once(tmp_path
     index = RunIndex("127.0.0.1:9", LOG, DEAD, tmp_path / "store", feed=feed)
     index.warm_partitions()
     index.partitions = 6
-    consumer = _Consumer()
+    consumer = TailConsumer(lambda n: None)
     index.assigned(frozenset({0}))
     await index._apply_changes(consumer)
     index._ingest({TopicPartition(LOG, 0): [_event(n) for n in range(4)]})
@@ -149,12 +123,12 @@ async def test_the_tail_reads_for_both_sides_and_files_each_record_once(tmp_path
     assert consumer.seeks == {
         TopicPartition(LOG, 0): 2,
         TopicPartition(LOG, 1): 7,
-        TopicPartition(DEAD, 0): 4,
+        TopicPartition(DEAD, 0): 100,  # the dead letters' end when assigned
     }
     index._ingest(
         {
             TopicPartition(LOG, 0): [_event(n) for n in range(2, 6)],
-            TopicPartition(LOG, 1): [_Rec(7), _Rec(8)],
+            TopicPartition(LOG, 1): [_rec(7), _rec(8)],
         }
     )
     assert _offsets(await feed.get(timeout=0)) == {0: [2, 3, 4, 5], 1: [7, 8]}

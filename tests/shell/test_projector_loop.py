@@ -62,7 +62,7 @@ class Tail:
         self.positions: dict[int, int] = {}
 
     def round(self) -> None:
-        for partition, offset in self.feed.wanted().items():
+        for partition, offset in self.feed.starts({}).items():
             if not self.feed.follows[partition].applied:
                 self.positions[partition] = offset
                 self.feed.applied([partition])
@@ -76,7 +76,7 @@ class Tail:
         return any(
             self.positions.get(p, offset) < len(self.kafka.visible(LOG, p))
             or not self.feed.follows[p].applied
-            for p, offset in self.feed.wanted().items()
+            for p, offset in self.feed.starts({}).items()
         )
 
 
@@ -387,7 +387,7 @@ async def test_a_partition_revoked_while_its_batch_rebuilds_is_not_projected_by_
     assert _frames_of(kafka, "sub-full") == []
     assert loop.runs == {} and loop.held == 0
     assert kafka.committed[(GROUP, LOG, 0)] == kafka.committed[(GROUP, LOG, 1)] == 2
-    assert loop.feed.wanted() == {0: 2}  # followed again from its position: fetched again
+    assert loop.feed.starts({}) == {0: 2}  # followed again from its position: fetched again
     await _drain(loop)
     sent = _frames_of(kafka, "sub-full")
     assert [(f["runId"], f["sequence"]) for f in sent] == [(mine, 2)]

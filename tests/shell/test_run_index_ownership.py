@@ -17,7 +17,7 @@ from app.shell.worker.run_index import RunIndex
 LOG, DEAD = "t.runs.log", "t.runs.deadletter"
 
 
-class _Consumer:
+class TailConsumer:
     """What ``RunIndex._apply_changes`` calls: end offsets (awaited: ``during`` runs inside
     the n-th call, as a rebalance listener runs beside the tail), assign and seek."""
 
@@ -34,6 +34,7 @@ class _Consumer:
 
     def assign(self, tps: list[TopicPartition]) -> None:
         self.assignment = list(tps)
+        self.seeks = {}  # as aiokafka's: a new assignment keeps no position
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.seeks[tp] = offset
@@ -53,7 +54,7 @@ async def test_a_revoke_that_comes_while_an_assignment_is_applied_stands(tmp_pat
     # longer owned, and failed on the next change (KeyError).
     index = _index(tmp_path)
     index.assigned(frozenset({0, 3, 4, 5}))
-    consumer = _Consumer(lambda n: index.revoked(frozenset({3, 4, 5})) if n == 2 else None)
+    consumer = TailConsumer(lambda n: index.revoked(frozenset({3, 4, 5})) if n == 2 else None)
     await index._apply_changes(consumer)
     await index._apply_changes(consumer)
     assert index.owned == {0}
@@ -72,7 +73,7 @@ async def test_an_assignment_after_a_revoke_is_applied(tmp_path: Path) -> None:
             index.revoked(frozenset({2}))
             index.assigned(frozenset({2}))
 
-    consumer = _Consumer(during)
+    consumer = TailConsumer(during)
     await index._apply_changes(consumer)
     if index._changed:
         await index._apply_changes(consumer)
@@ -82,7 +83,7 @@ async def test_an_assignment_after_a_revoke_is_applied(tmp_path: Path) -> None:
     index.store.close()
 
 
-class _Record:
+class FetchedRecord:
     """A fetched log record (the fields ``RunIndex._ingest`` reads)."""
 
     def __init__(self, offset: int, key: bytes, value: bytes, headers: list[Any]) -> None:
@@ -99,15 +100,15 @@ async def test_an_event_with_its_type_header_is_filed_without_being_parsed(
     read), without it it cannot be and is skipped."""
     index = _index(tmp_path)
     index.assigned(frozenset({0}))
-    await index._apply_changes(_Consumer(lambda n: None))
+    await index._apply_changes(TailConsumer(lambda n: None))
     typed = [("a2ui-source", b"0:7"), ("a2ui-type", b"ui.a2ui-surface")]
     older = orjson.dumps({"runId": "t/r", "sequence": 1, "type": "run.completed", "payload": {}})
     index._ingest(
         {
             TopicPartition(LOG, 0): [
-                _Record(0, b"t/r#0", b"not json: never parsed here", typed),
-                _Record(1, b"t/r#1", older, [("a2ui-source", b"0:8")]),
-                _Record(2, b"t/r#2", b"not json, and no type header", []),
+                FetchedRecord(0, b"t/r#0", b"not json: never parsed here", typed),
+                FetchedRecord(1, b"t/r#1", older, [("a2ui-source", b"0:8")]),
+                FetchedRecord(2, b"t/r#2", b"not json, and no type header", []),
             ]
         }
     )

@@ -100,17 +100,13 @@ class LogFeed:
         out: dict[int, list[Any]] = {}
         while self._queue:
             for partition, (epoch, records) in self._queue.popleft().items():
-                if self._epochs.get(partition) == epoch and partition in self.follows:
+                if self._epochs[partition] == epoch:  # every unfollow or follow moves it
                     out.setdefault(partition, []).extend(records)
         self._room.set()
         self.handed += sum(len(records) for records in out.values())
         return out
 
     # -- the tail's side (app.shell.worker.run_index) ----------------------------------------
-
-    def wanted(self) -> dict[int, int]:
-        """Each followed partition and the offset to read it from."""
-        return {partition: follow.next for partition, follow in self.follows.items()}
 
     def starts(self, own: Mapping[int, int]) -> dict[int, int]:
         """Where the tail reads each log partition from, given ``own``, the read side's next
@@ -149,8 +145,6 @@ class LogFeed:
             self._queue.append(self._pending)
             self._pending = {}
             self._queued.set()
-            if len(self._queue) >= self.max_batches:
-                self._room.clear()
 
     def take_overflowed(self) -> set[int]:
         """The partitions dropped since last asked, which the projector follows again."""
@@ -182,8 +176,3 @@ class LogFeed:
         self._room.set()
         self.drops += 1
         self.on_change()
-
-    @property
-    def queued(self) -> int:
-        """Records queued for the projector."""
-        return sum(len(r) for batch in self._queue for _, r in batch.values())
