@@ -99,6 +99,7 @@ class Settings:
     validator_cache_runs: int = 2_000
     batch_ms: int = 10
     commit_interval_ms: int = 1_000
+    heap_trim_mb: int = 32
 
 
 def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
@@ -167,6 +168,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         validator_cache_runs=_int(env, "A2UI_STREAM_VALIDATOR_CACHE_RUNS", 0, 10_000_000),
         batch_ms=_int(env, "A2UI_STREAM_BATCH_MS", 1, 1000),
         commit_interval_ms=_int(env, "A2UI_STREAM_COMMIT_INTERVAL_MS", 0, 60_000),
+        heap_trim_mb=_int(env, "A2UI_STREAM_HEAP_TRIM_MB", 0, 65536),
     )
     check_exposure(settings)
     return settings

@@ -92,6 +92,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "Materialized surfaces the projector keeps, of the log partitions it owns: past it, the least recently changed runs are evicted and rebuilt from the run store (or the log) when a new event, a resync or a new subscriber needs them. 1 to 10000000.",
     ),
     (
+        "A2UI_STREAM_HEAP_TRIM_MB",
+        "32",
+        "Give freed memory back to the system (glibc's malloc_trim) once this many more MiB lie free in the worker's heap than at its lowest since the last trim, checked every 5 s: after a catch-up (a worker that joins or restarts and reads history) glibc keeps what was freed between chunks in use (docs/scale.md). 0: never. 0 to 65536.",
+    ),
+    (
         "A2UI_STREAM_FAST_GROUPS",
         "0",
         "1: short consumer-group timeouts (joins in seconds); for laptops and tests, not production.",

@@ -42,6 +42,7 @@ from app.shell.settings import Settings, advertised_url_of, check_exposure, load
 from app.shell.worker.assignor import WarmAssignor
 from app.shell.worker.faust_loops import build_loops, host_loops
 from app.shell.worker.faust_web import worker_app
+from app.shell.worker.heap_trim import HeapTrimmer, glibc
 from app.shell.worker.metrics import Metrics
 from app.shell.worker.ownership import Ownership
 from app.shell.worker.projector_loop import ProjectorLoop
@@ -119,6 +120,10 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, StreamTop
         routes=routes,
     )
     app.service(_http_service(index, gateway, ownership, forwarder, streams))
+    # what a catch-up freed goes back to the system (heap_trim: glibc keeps it otherwise)
+    trimmer = HeapTrimmer(settings.heap_trim_mb * 1024 * 1024, glibc())
+    app.service(_heap_service(trimmer))
+    metrics.extra.append(trimmer.render_metrics)
     metrics.extra.append(lambda: _http_metrics(index, streams, ownership, forwarder))
     # every route through the one dispatcher; the viewer at /ui/ (docs/viewer.md)
     viewer = register_viewer(index, settings, ownership, forwarder, principals)
@@ -287,6 +292,23 @@ def _http_service(
             await index.stop()
 
     return HttpService
+
+
+def _heap_service(trimmer: HeapTrimmer) -> type[mode.Service]:
+    class HeapService(mode.Service):
+        """Gives the heap a catch-up freed back to the system (``heap_trim``)."""
+
+        async def on_start(self) -> None:
+            self._stopping = asyncio.Event()
+
+        @mode.Service.task
+        async def _trim(self) -> None:
+            await trimmer.run(self._stopping)
+
+        async def on_stop(self) -> None:
+            self._stopping.set()
+
+    return HeapService
 
 
 # Loggers that write record keys and VALUES at DEBUG (aiokafka's producer logs "Sending
