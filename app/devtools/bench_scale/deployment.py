@@ -287,6 +287,8 @@ class Bench:
             "data_dir_mb": tree_mb(Path(worker.env["A2UI_STREAM_DATA_DIR"])),
             "validator_run_states": int(sum(owned.values())),
             "projector_surfaces": int(metrics.get("a2ui_projector_surfaces", 0)),
+            # what its heap trimmer gave back so far (app/shell/worker/heap_trim.py)
+            "heap_trimmed_mb": metrics.get("a2ui_process_heap_trimmed_bytes_total", 0) / 2**20,
         }
 
     def expected(self) -> dict[str, int]:

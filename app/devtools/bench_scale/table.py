@@ -88,8 +88,9 @@ def _worker_cells(d: dict[str, Any]) -> list[tuple[str, str, str]]:
         share = w["share_of_one"]
         rows += [
             (
-                f"worker {w['worker']} of two: RSS, data directory, partitions",
-                f"{_mb(w['rss_mb'])}, {_mb(w['data_dir_mb'])}, {w['partitions']}",
+                f"worker {w['worker']} of two: RSS (heap trimmed), data directory, partitions",
+                f"{_mb(w['rss_mb'])} ({_mb(w.get('heap_trimmed_mb', 0.0))}), "
+                f"{_mb(w['data_dir_mb'])}, {w['partitions']}",
                 "",
             ),
             (
