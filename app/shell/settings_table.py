@@ -94,7 +94,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "A2UI_STREAM_HEAP_TRIM_MB",
         "32",
-        "Give freed memory back to the system (glibc's malloc_trim) once this many more MiB lie free in the worker's heap than at its lowest since the last trim, checked every 5 s: after a catch-up (a worker that joins or restarts and reads history) glibc keeps what was freed between chunks in use (docs/scale.md). 0: never. 0 to 65536.",
+        "Give freed memory back to the system (glibc's malloc_trim) once this many MiB lie free in the worker's heap and its resident set has grown by as much over its lowest since the last trim, checked every 5 s: after a catch-up (a worker that joins or restarts and reads history) glibc keeps what was freed between chunks in use (docs/scale.md). 0: never. 0 to 65536.",
     ),
     (
         "A2UI_STREAM_FAST_GROUPS",

@@ -35,20 +35,25 @@ class LibcDouble:
         return 1
 
 
-def test_trims_once_the_free_bytes_grew_by_the_threshold_over_their_low() -> None:
-    levels = [10, 20, 41, 60, 45, 80, 50, 85]  # MiB free, read at each step
-    libc = LibcDouble([n * MIB for n in levels])
-    trimmer = HeapTrimmer(30 * MIB, libc)
-    trimmed = [trimmer.step() for _ in levels]
-    # No trim yet, so the low is 0 until 41 (31 over it): trimmed. A trimmed page still
-    # counts as free, so 60 is only 19 over the new low (41) and 45 less; 80 is 39 over 41:
-    # trimmed; the low then follows the free bytes down to 50, and 85 is 35 over it.
-    assert trimmed == [False, False, True, False, False, True, False, True]
-    assert libc.trimmed == [0, 0, 0]
-    assert trimmer.trims == 3
+def test_trims_when_the_free_bytes_and_the_resident_growth_both_reach_the_threshold() -> None:
+    free = [10, 40, 40, 40, 20, 35, 40, 40]  # MiB free in the arenas at each step
+    # MiB resident: read once per step, and once more after a trim
+    resident = [100, 100, 60, 70, 95, 64, 130, 100, 90, 80, 111, 85]
+    libc = LibcDouble([n * MIB for n in free])
+    reads = [n * MIB for n in resident]
+    trimmer = HeapTrimmer(30 * MIB, libc, resident=lambda: reads.pop(0))
+    trimmed = [trimmer.step() for _ in free]
+    # 10 free: nothing to give back. 40 free and no trim yet: trimmed (100 -> 60). From then
+    # on the resident set must have grown 30 over its low since the last trim: 70 is 10 over
+    # 60, 95 is 35 (-> 64); 130 is 66 over 64 but only 20 are free; 100 is 36 over 64 (-> 90);
+    # the low follows the resident set down to 80, and 111 is 31 over it (-> 85).
+    assert trimmed == [False, True, False, True, False, True, False, True]
+    assert libc.trimmed == [0, 0, 0, 0] and not reads
+    assert trimmer.returned == (40 + 31 + 10 + 26) * MIB
     lines = trimmer.render_metrics()
-    assert "a2ui_process_heap_trims_total 3" in lines
-    assert f"a2ui_process_heap_free_bytes {85 * MIB}" in lines
+    assert "a2ui_process_heap_trims_total 4" in lines
+    assert f"a2ui_process_heap_free_bytes {40 * MIB}" in lines
+    assert f"a2ui_process_heap_trimmed_bytes_total {107 * MIB}" in lines
 
 
 def test_off_at_zero_and_without_glibc() -> None:

@@ -11,11 +11,14 @@ one, glibc's main arena held 180 MB of which 45 MB were in use (RSS 260 MB, one 
 203 MB); ``malloc_trim(0)`` took RSS to 135 MB. glibc trims only the top of a heap on its own,
 never free pages between chunks in use; ``malloc_trim`` hands those back (``madvise``).
 
-Every ``INTERVAL_S`` the trimmer reads the free bytes the arenas hold (``mallinfo2``) and trims
-once they have grown by ``A2UI_STREAM_HEAP_TRIM_MB`` over their lowest level since the last
-trim. A trimmed page still counts as free in ``mallinfo2``, so the level is what returns, not
-the free bytes themselves: a heap trimmed once is not trimmed again until as much more is freed.
-Not glibc (musl, macOS): nothing to do, no gauges.
+Every ``INTERVAL_S`` the trimmer reads the process's resident set and the free bytes glibc's
+arenas hold (``mallinfo2``), and trims when both are at least ``A2UI_STREAM_HEAP_TRIM_MB``:
+the free bytes (there is something to give back) and the growth of the resident set over its
+lowest level since the last trim (something was touched since; a trimmed page still counts as
+free in ``mallinfo2``, and a free chunk reused and freed again is resident again, so the free
+bytes alone cannot say). A trim took 8.5 ms to give back 75 MB and 12.5 ms for 108 MB (`bench
+scale`, docs/scale.md), and
+happens at most once per that much growth. Not glibc (musl, macOS): nothing to do, no gauges.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import ctypes.util
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["INTERVAL_S", "HeapTrimmer", "glibc", "resident_bytes"]
@@ -80,32 +84,40 @@ def resident_bytes() -> int:
 
 
 class HeapTrimmer:
-    """Trims the heap once ``threshold_bytes`` more are free than at its lowest since the
-    last trim (0: never). ``libc``: what ``glibc()`` returns (tests pass a double)."""
+    """Trims the heap once ``threshold_bytes`` lie free in it and the resident set has grown by
+    as much over its low since the last trim (0: never). ``libc``: what ``glibc()`` returns;
+    ``resident``: the resident set's reader (tests pass doubles of both)."""
 
-    def __init__(self, threshold_bytes: int, libc: Any | None) -> None:
+    def __init__(
+        self,
+        threshold_bytes: int,
+        libc: Any | None,
+        resident: Callable[[], int] = resident_bytes,
+    ) -> None:
         self.threshold = threshold_bytes
         self.libc = libc if threshold_bytes > 0 else None
-        self.low = 0  # the free bytes' lowest level since the last trim (none yet: all count)
+        self.resident = resident
+        self.low = 0  # the resident set's lowest since the last trim (none yet: all of it)
         self.free = 0
         self.trims = 0
         self.returned = 0  # resident bytes the trims took away, summed
         self.seconds = 0.0
 
     def step(self) -> bool:
-        """Read the free bytes; trim when they have grown enough. True if it trimmed."""
+        """Read the free bytes and the resident set; trim when both say so. True if it did."""
         if self.libc is None:
             return False
         self.free = int(self.libc.mallinfo2().fordblks)
-        self.low = min(self.low, self.free)
-        if self.free - self.low < self.threshold:
+        before = self.resident()
+        self.low = min(self.low, before)
+        if self.free < self.threshold or before - self.low < self.threshold:
             return False
-        before, started = resident_bytes(), time.perf_counter()
+        started = time.perf_counter()
         self.libc.malloc_trim(0)
         self.seconds += time.perf_counter() - started
-        self.returned += max(0, before - resident_bytes())
+        self.low = self.resident()
+        self.returned += max(0, before - self.low)
         self.trims += 1
-        self.low = self.free
         return True
 
     async def run(self, stopping: asyncio.Event) -> None:
