@@ -16,9 +16,9 @@ arenas hold (``mallinfo2``), and trims when both are at least ``A2UI_STREAM_HEAP
 the free bytes (there is something to give back) and the growth of the resident set over its
 lowest level since the last trim (something was touched since; a trimmed page still counts as
 free in ``mallinfo2``, and a free chunk reused and freed again is resident again, so the free
-bytes alone cannot say). A trim took 8.5 ms to give back 75 MB and 12.5 ms for 108 MB (`bench
-scale`, docs/scale.md), and
-happens at most once per that much growth. Not glibc (musl, macOS): nothing to do, no gauges.
+bytes alone cannot say). A trim took 8.5 ms to give back 75 MB and 12.5 ms for 108 MB
+(``bench scale``, docs/scale.md), and happens at most once per that much growth. Not glibc
+(musl, macOS): nothing to do, no gauges.
 """
 
 from __future__ import annotations
@@ -26,15 +26,12 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
-import logging
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["INTERVAL_S", "HeapTrimmer", "glibc", "resident_bytes"]
-
-log = logging.getLogger("a2ui_stream.heap")
 
 INTERVAL_S = 5.0
 
