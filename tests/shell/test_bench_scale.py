@@ -6,6 +6,7 @@ for people, never asserted."""
 from __future__ import annotations
 
 import argparse
+import time
 from collections import Counter
 from types import SimpleNamespace
 from typing import Any
@@ -223,7 +224,17 @@ def _result() -> dict[str, Any]:
                 "windows_cpu_us_per_envelope": [100.0, 90.0, 80.0],
             },
             "restart_one": {"ready_s": 9.7},
-            "restarts_one": [{"ready_s": 9.7}, {"ready_s": 70.2}, {"ready_s": 10.1}],
+            "restarts_one": [
+                {"ready_s": 9.7},
+                {
+                    "ready_s": 70.2,
+                    "refusals": {
+                        "poll of partition 0: 503 a2ui-stream.unavailable: moved": [2.0, 69.8, 900],
+                        "poll of partition 3: 0": [0.1, 1.5, 30],
+                    },
+                },
+                {"ready_s": 10.1},
+            ],
             "cpu_paced": {"cpu_us_per_envelope": 55.0, "rate_offered": 2000.0},
         },
         "reads": {"poll": {"own": read, "other": read}, "log": {"own": read, "other": read}},
@@ -284,6 +295,11 @@ def test_the_table_has_a_column_per_design_and_the_targets() -> None:
     assert any("two / one at that rate" in line and "1.10" in line for line in lines)
     # every restart of one of two, median (range): an outlier shows
     assert any("one of two" in line and "10.1 s (9.7-70.2)" in line for line in lines)
+    # and what the slowest one was refused with, the refusal seen last first
+    waited = [line for line in lines if "the slowest (70.2 s) was refused" in line]
+    assert len(waited) == 2
+    assert "partition 0: 503" in waited[0] and "2.0-69.8 s, 900x" in waited[0]
+    assert "partition 3: 0" in waited[1]
     assert any("(did not exit: SIGKILLed)" in line for line in lines)
     assert any("100%; 100% / 50% / n/a" in line and "each <= 60%" in line for line in lines)
     # a second design lines up as a second column
@@ -292,3 +308,22 @@ def test_the_table_has_a_column_per_design_and_the_targets() -> None:
     two["columns"]["owner"] = "reads served by the owner"
     header = next(line for line in bench.table(two).splitlines() if "target" in line)
     assert header.index("default") < header.index("owner") < header.index("target")
+
+
+def test_refusals_are_noted_only_while_a_restart_is_timed() -> None:
+    from app.devtools.bench_scale.deployment import Bench
+
+    b = Bench.__new__(Bench)
+    b.refusals = None
+    b.refused("poll of partition 1", 503, b'{"error":"x"}')
+    assert b.note_refusals(time.monotonic()) == {}
+    body = b'{"error":"a2ui-stream.unavailable","message":"partition 1 has no owner yet"}'
+    b.refused("poll of partition 1", 503, body)
+    b.refused("poll of partition 1", 503, body)
+    b.refused("admission on partition 2", 0, b"")
+    noted = b.note_refusals(None)
+    key = "poll of partition 1: 503 a2ui-stream.unavailable: partition 1 has no owner yet"
+    assert set(noted) == {key, "admission on partition 2: 0"}
+    assert noted[key][2] == 2 and noted[key][0] <= noted[key][1]
+    b.refused("poll of partition 1", 503, body)  # not timed any more: not noted
+    assert b.refusals is None

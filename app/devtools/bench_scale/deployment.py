@@ -5,6 +5,7 @@ publishing at live pace, cancels and deletes, reads through its workers' HTTP AP
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,10 @@ class Bench:
         self.unconfirmed: list[MixRun] = []  # deleted, not yet seen gone on every worker
         self.missing_reads = 0  # 404s for a run recorded and decided (a read-side bug)
         self._seen: tuple[float, int] | None = None  # (when, progress) read last, by publish
+        # While a restart is timed: each distinct answer a readiness probe was refused with,
+        # [seconds after the restart first seen, last seen, times] (``refused``)
+        self.refusals: dict[str, list[float]] | None = None
+        self._refusals_t0 = 0.0
 
     # -- HTTP ------------------------------------------------------------------------------
 
@@ -235,7 +240,32 @@ class Bench:
         after = f"afterSequence={sequence - 1}&" if sequence > 0 else ""
         url = f"{worker.base}/runs/{project_run_id(run.run_id)}/events/poll?{after}timeout=1"
         status, body = await self.request("GET", url)
-        return status == 200 and int(orjson.loads(body)["lastSequence"]) >= sequence
+        if status == 200 and int(orjson.loads(body)["lastSequence"]) >= sequence:
+            return True
+        self.refused(f"poll of partition {run.partition}", status, body)
+        return False
+
+    def note_refusals(self, t0: float | None) -> dict[str, list[float]]:
+        """Start (``t0``: the restart's clock) or stop (None) noting what readiness probes are
+        refused with; returns what was noted since the last start."""
+        noted, self.refusals = self.refusals or {}, {} if t0 is not None else None
+        self._refusals_t0 = t0 or 0.0
+        return noted
+
+    def refused(self, what: str, status: int, body: bytes) -> None:
+        """Note a probe's refusal (a 503's reason, a timeout as status 0) while a restart is
+        timed: a slow restart then says what it waited on."""
+        if self.refusals is None:
+            return
+        reason = ""
+        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
+            doc = orjson.loads(body)
+            reason = f"{doc['error']}: {doc.get('message', '')}"[:160]
+        if not reason and status == 200:
+            reason = "an earlier sequence"
+        at = round(time.monotonic() - self._refusals_t0, 1)
+        seen = self.refusals.setdefault(f"{what}: {status} {reason}".rstrip(), [at, at, 0])
+        seen[1], seen[2] = at, seen[2] + 1
 
     async def sync(self) -> None:
         """Every record published is decided, every cancel and delete done, and every worker's

@@ -128,6 +128,7 @@ async def _until_admitted(
                 bench.probes[run.partition] = (run, run.events - 1)
             if status == 201:
                 return
+            bench.refused(f"admission on partition {run.partition}", status, answer)
             if status not in (0, 503, 504):
                 text = answer[:300].decode(errors="replace")
                 raise OperatorError(f"bench scale: an admission answered {status}: {text}")
@@ -186,18 +187,24 @@ async def until_quiet(bench: Bench, t0: float, cores: float = 0.15) -> float:
     return time.monotonic() - t0 - 2.0
 
 
-async def ready_after(bench: Bench, worker: Worker, t0: float) -> dict[str, float]:
+async def ready_after(bench: Bench, worker: Worker, t0: float) -> dict[str, Any]:
     """Time each readiness signal of ``worker`` from ``t0``; ready is the later of the read
-    and the admission signal (docstring, phase 2); then until the workers are quiet."""
+    and the admission signal (docstring, phase 2); then until the workers are quiet.
+    ``refusals``: what the probes were refused with meanwhile (``Bench.refused``)."""
     runs = _probe_runs(bench)
     known = [(run, run.events - 1) for run in runs.values()]
-    web, reads, admitted, owned = await asyncio.gather(
-        until_web(bench, worker, t0),
-        _until_read(bench, worker, known, t0),
-        _until_admitted(bench, worker, runs, t0),
-        _until_owned(bench, t0),
-    )
+    bench.note_refusals(t0)
+    try:
+        web, reads, admitted, owned = await asyncio.gather(
+            until_web(bench, worker, t0),
+            _until_read(bench, worker, known, t0),
+            _until_admitted(bench, worker, runs, t0),
+            _until_owned(bench, t0),
+        )
+    finally:
+        refusals = bench.note_refusals(None)
     return {
+        "refusals": refusals,
         "web_s": web,
         "reads_s": reads,
         "admission_s": admitted,

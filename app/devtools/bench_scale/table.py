@@ -58,6 +58,7 @@ def _restart_cells(d: dict[str, Any]) -> list[tuple[str, str, str]]:
             ("quiet_s", "quiet (worker under 0.15 of a core)"),
         )
     ]
+    rows += _waited_on(kills)
     rows.append(
         ("restart to ready, SIGTERM (stop, then start)", _s([r["ready_s"] for r in terms]), "")
     )
@@ -147,7 +148,25 @@ def _cells(d: dict[str, Any]) -> list[tuple[str, str, str]]:
             _s([r["ready_s"] for r in two.get("restarts_one", [two["restart_one"]])]),
             "",
         ),
+        *_waited_on(two.get("restarts_one", [two["restart_one"]])),
         *_read_cells(d),
+    ]
+
+
+def _waited_on(restarts: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """What the slowest of ``restarts`` waited on: the readiness probes' refusals seen last
+    (seconds after the signal, first and last seen, and how often)."""
+    if not restarts:
+        return []
+    slowest = max(restarts, key=lambda r: r["ready_s"])
+    refusals = sorted(slowest.get("refusals", {}).items(), key=lambda kv: -kv[1][1])[:3]
+    return [
+        (
+            f"  the slowest ({slowest['ready_s']:.1f} s) was refused: {text}",
+            f"{first:.1f}-{last:.1f} s, {count:.0f}x",
+            "",
+        )
+        for text, (first, last, count) in refusals
     ]
 
 
