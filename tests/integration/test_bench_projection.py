@@ -15,10 +15,8 @@ pytestmark = [pytest.mark.broker]
 
 
 async def test_fanout_produced_sends_one_frame_per_subscriber(broker: Broker) -> None:
-    changes = bench.surface_changes(
-        bench.v2_events(4, PayloadRules.from_documents(load_schema_documents()))
-    )
-    rows = await bench.fanout_on(broker.bootstrap, changes)
+    events = bench.v2_events(4, PayloadRules.from_documents(load_schema_documents()))
+    rows = await bench.fanout_on(broker.bootstrap, events)
     description = broker.description
     assert {(r["subscribers"], r["mode"], r["path"]) for r in rows} == {
         (n, m, p)

@@ -31,7 +31,8 @@ def test_bench_projection_table_has_the_load_average() -> None:
 
 def test_bench_projection_parts_on_small_inputs() -> None:
     rules = PayloadRules.from_documents(load_schema_documents())
-    v2 = bench.surface_changes(bench.v2_events(12, rules))
+    v2_events = bench.v2_events(12, rules)
+    v2 = bench.surface_changes(v2_events)
     v1 = bench.surface_changes(bench.v1_events(12, rules))
     for changes in (v2, v1):
         figures = bench.measure_bytes(changes)
@@ -41,8 +42,21 @@ def test_bench_projection_parts_on_small_inputs() -> None:
     pairs += bench.random_pairs(200)
     bad = bench.invalid_patches(pairs, verified_diff, jsonpatch)
     assert bad == {"jsonpatch_apply": 0, "ours_apply": 0, "unverified": 0}
-    rows = bench.measure_fanout(v2)
+    rows = bench.measure_fanout(v2_events)
     assert {(r["subscribers"], r["mode"]) for r in rows} == {
         (n, m) for n in bench.FANOUT for m in ("delta", "full")
     }
     assert all(r["frames"] == [r["mode"]] for r in rows)
+
+
+def test_the_fanout_step_is_the_projectors_plan_of_one_update_for_subscribers_in_sync() -> None:
+    events = bench.v2_events(5, PayloadRules.from_documents(load_schema_documents()))
+    for mode, reason in (("delta", "delta"), ("full", "subscription")):
+        step = bench.fanout_step(events, 30, mode)
+        first, again = step.plan(), step.plan()  # the cache is read, never written: repeatable
+        assert first == again
+        assert [s.subscriber_id for s in first.sends] == [f"s{i}" for i in range(30)]
+        assert {(s.kind, s.reason) for s in first.sends} == {(mode, reason)}
+        assert len({s.value for s in first.sends}) == 1  # one encoding shared by all
+        (kept,) = first.runs.values()
+        assert len(kept.cursors) == 30

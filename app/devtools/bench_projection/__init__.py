@@ -1,6 +1,7 @@
 """``a2ui-stream bench projection [--json] [--updates N]``: what the projector costs and saves
 (issue 5 acceptance), driven through the real core: ``decide`` records the events,
-``surfaces.project`` materializes them, ``frames.plan_frames`` plans and encodes the frames.
+``surfaces.project`` materializes them, ``projector_batch.plan_batch`` plans and encodes the
+frames.
 
 Shell module (it reads the clock, the schema files and randomness). Three parts:
 
@@ -17,16 +18,20 @@ Shell module (it reads the clock, the schema files and randomness). Three parts:
   of 3,000 random JSON pairs (nested arrays and objects, keys with ``/`` and ``~``) is where
   ``jsonpatch.make_patch`` is known to produce patches that do not apply;
 - fan-out: one update to 1, 100 and 1,000 subscribers (all delta and in sync, then all full),
-  planned (``frames.plan_frames``, plan + encode) and sent both ways in turn in every repeat:
-  as the projector sends (``frame_produce.produce_frames``, one Produce request per broker,
-  what ``projector_fanout.send_all`` calls) and as it sent before (one awaited
-  ``projector_fanout.send_frame`` per frame, the baseline), keyed ``runId/surfaceId``, each
-  subscriber to its own topic (the subscriber-topic template of topics/, created for the bench
-  and deleted after it). The figure is the CPU of the process from the plan until every frame
-  is acknowledged (the producer's work included), per subscriber and per extra subscriber
-  (100 -> 1,000); the time until acknowledged is beside it. The produce needs a broker (the
-  harness picks it: ``KAFKA_BOOTSTRAP``, else one it starts); ``--no-produce`` measures the
-  plan only.
+  through the projector's own step: ``projector_batch.plan_batch`` over a batch of the one
+  recorded event, its run cached with every subscriber's cursor (what the projector loop calls
+  per batch: the fold, the plan per subscriber, the frame records), and sent both ways in turn
+  in every repeat: as the projector sends (``projector_fanout.send_all`` with a projector
+  loop's producer, counters and subscriber topics: one Produce request per broker) and as it
+  sent before (one awaited ``projector_fanout.send_frame`` per frame, the baseline), keyed
+  ``runId/surfaceId``, each subscriber to its own topic (the subscriber-topic template of
+  topics/, created for the bench and deleted after it). The figure is the CPU of the process
+  from the step until every frame is acknowledged (the producer's work included), per
+  subscriber and per extra subscriber (100 -> 1,000); the time until acknowledged is beside
+  it. The produce needs a broker (the harness picks it: ``KAFKA_BOOTSTRAP``, else one it
+  starts); ``--no-produce`` measures the step only. (Until 2026-12-03 the figure was
+  ``frames.plan_frames`` and ``frame_produce.produce_frames`` alone, which left out the
+  projector's per-subscriber work around them.)
 
 Each figure is printed with the load average (``/proc/loadavg``) at the start and the end.
 Figures are printed, never asserted: timing belongs to people, not to the test suite.
@@ -44,7 +49,12 @@ from app.devtools.bench_projection.diffs import (
     measure_diff,
     random_pairs,
 )
-from app.devtools.bench_projection.fanout import fanout_on, measure_fanout, measure_fanout_produced
+from app.devtools.bench_projection.fanout import (
+    fanout_on,
+    fanout_step,
+    measure_fanout,
+    measure_fanout_produced,
+)
 from app.devtools.bench_projection.inputs import (
     FANOUT,
     FANOUT_TOPICS,
@@ -60,6 +70,7 @@ __all__ = [
     "FANOUT_TOPICS",
     "add_parser",
     "fanout_on",
+    "fanout_step",
     "invalid_patches",
     "measure",
     "measure_bytes",

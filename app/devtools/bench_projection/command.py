@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from app.core.projection.subscriptions import MAX_FULL_EVERY
-from app.core.projection.surfaces import SurfaceChange
+from app.core.runlog.events import RecordedEvent
 from app.devtools.bench_output import baseline_missing, emit, load_average
 from app.devtools.bench_projection.diffs import measure_bytes, measure_diff, random_pairs
 from app.devtools.bench_projection.fanout import fanout_on, measure_fanout
@@ -22,12 +22,12 @@ from app.devtools.bench_projection.table import table
 __all__ = ["add_parser", "measure", "register", "run"]
 
 
-async def _fanout_with_broker(changes: list[SurfaceChange]) -> tuple[str, list[dict[str, Any]]]:
+async def _fanout_with_broker(events: list[RecordedEvent]) -> tuple[str, list[dict[str, Any]]]:
     from app.shell.cli.broker import start_broker
 
     broker = start_broker(log=lambda m: print(m, file=sys.stderr))
     try:
-        return broker.description, await fanout_on(broker.bootstrap, changes)
+        return broker.description, await fanout_on(broker.bootstrap, events)
     finally:
         broker.stop()
 
@@ -42,14 +42,15 @@ def measure(updates: int, produce: bool = False) -> dict[str, Any]:
     from app.shell.schema_files import load_schema_documents
 
     rules = PayloadRules.from_documents(load_schema_documents())
-    v2 = surface_changes(v2_events(updates, rules))
+    v2_recorded = v2_events(updates, rules)
+    v2 = surface_changes(v2_recorded)
     v1 = surface_changes(v1_events(updates, rules))
     v2_pairs = [(c.old.content, c.new.content) for c in v2 if c.old is not None]
     v1_pairs = [(c.old.content, c.new.content) for c in v1 if c.old is not None]
     load_start = load_average()
     produced: dict[str, Any] = {}
     if produce:
-        where, rows = asyncio.run(_fanout_with_broker(v2))
+        where, rows = asyncio.run(_fanout_with_broker(v2_recorded))
         produced = {"fanout_produced": rows, "broker": where}
     result = {
         "bench": "projection",
@@ -71,7 +72,7 @@ def measure(updates: int, produce: bool = False) -> dict[str, Any]:
                 targeted=False,
             ),
         ],
-        "fanout": measure_fanout(v2),
+        "fanout": measure_fanout(v2_recorded),
         **produced,
     }
     return result | {"load_average": {"start": load_start, "end": load_average()}}
