@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.core.projection.subscriptions import (
     Subscription,
     encode_subscription,
+    followed_by_anyone,
     parse_subscription,
     register,
     subscribers_for,
@@ -30,6 +33,19 @@ def test_register_replace_and_unsubscribe() -> None:
     assert [s.subscriber_id for s in subscribers_for(registry, "r9")] == ["ui-1", "ui-2"]
     registry, _ = register(registry, b"ui-2", None)
     assert list(registry) == ["ui-1"]
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.frozensets(st.sampled_from("abc"))), max_size=6),
+    st.sampled_from("abcd"),
+)
+def test_the_fast_forms_say_what_follows_says(runs: list[frozenset[str] | None], run: str) -> None:
+    """``subscribers_for`` and ``followed_by_anyone`` write ``Subscription.follows`` out
+    (the fan-out's hot path): they agree with it on every registry."""
+    registry = {f"s{i}": Subscription(f"s{i}", r, True, 50) for i, r in enumerate(runs)}
+    following = [sub for sub in registry.values() if sub.follows(run)]
+    assert subscribers_for(registry, run) == following
+    assert followed_by_anyone(registry, run) is bool(following)
 
 
 @pytest.mark.parametrize(

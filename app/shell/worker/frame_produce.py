@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from io import BytesIO
 from typing import Any, ClassVar
+from weakref import WeakKeyDictionary
 
 from aiokafka import TopicPartition
 from aiokafka.protocol.api import Request, RequestStruct, Response
@@ -53,7 +54,13 @@ _NULL_TRANSACTIONAL_ID = _I16.pack(-1)
 def encode_request(entries: Sequence[tuple[bytes, bytes]], timeout_ms: int = TIMEOUT_MS) -> bytes:
     """A Produce v3-v7 request body: no transactional id, acks all, and for each entry (the
     topic's encoded name, a record batch) that batch to the topic's partition 0."""
-    return _encode([(topic_head(name), batch) for name, batch in entries], timeout_ms)
+    parts = [part for name, batch in entries for part in (topic_head(name), _sized(batch))]
+    return _encode_parts(parts, len(entries), timeout_ms)
+
+
+def _sized(batch: bytes) -> bytes:
+    """A record batch as a request carries it: its size, then its bytes."""
+    return _I32.pack(len(batch)) + batch
 
 
 def topic_head(name: bytes) -> bytes:
@@ -61,13 +68,11 @@ def topic_head(name: bytes) -> bytes:
     return _I16.pack(len(name)) + name + _ONE_PARTITION_0
 
 
-def _encode(entries: Sequence[tuple[bytes, bytes]], timeout_ms: int = TIMEOUT_MS) -> bytes:
-    parts = [_NULL_TRANSACTIONAL_ID, _I16.pack(ACKS_ALL), _I32.pack(timeout_ms)]
-    parts.append(_I32.pack(len(entries)))
-    pack = _I32.pack
-    for head, batch in entries:
-        parts += (head, pack(len(batch)), batch)
-    return b"".join(parts)
+def _encode_parts(parts: list[bytes], topics: int, timeout_ms: int = TIMEOUT_MS) -> bytes:
+    """A Produce v3-v7 request body (no transactional id, acks all) of ``topics`` topics laid
+    out in ``parts``: each topic's head (``topic_head``), then its sized batch (``_sized``)."""
+    head = _NULL_TRANSACTIONAL_ID + _I16.pack(ACKS_ALL) + _I32.pack(timeout_ms)
+    return head + _I32.pack(topics) + b"".join(parts)
 
 
 def decode_errors(body: bytes, version: int) -> list[tuple[str, int, int]]:
@@ -149,7 +154,8 @@ _FramesRequest._CLASSES = _STRUCTS  # after __init_subclass__, which sets aiokaf
 
 
 class _Batches:
-    """The encoded record batch of each distinct (key, value, headers), built once per call."""
+    """The encoded record batch of each distinct (key, value, headers), built once per call,
+    with its size in front (as a request carries it)."""
 
     def __init__(self) -> None:
         self.timestamp = int(time.time() * 1000)
@@ -170,7 +176,7 @@ class _Batches:
         builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, size + 1024 + 64 * len(records))
         for offset, (_, key, value, headers) in enumerate(records):
             builder.append(offset, self.timestamp, key, value, list(headers))
-        return bytes(builder.build())
+        return _sized(bytes(builder.build()))
 
 
 async def partition_of(producer: Any, topic: str, partitions: dict[str, int | None]) -> int | None:
@@ -194,46 +200,82 @@ def _head(topic: str) -> bytes:
     return found
 
 
+_LEADERS: WeakKeyDictionary[Any, dict[str, int]] = WeakKeyDictionary()
+
+
+def _leaders(cluster: Any) -> dict[str, int]:
+    """Topic -> the node leading its partition 0, as ``cluster`` (a producer's metadata) last
+    said: asked once per topic, forgotten whenever the metadata is updated (its listener)."""
+    found = _LEADERS.get(cluster)
+    if found is None:
+        found = _LEADERS[cluster] = {}
+        cluster.add_listener(lambda _cluster: found.clear())
+    return found
+
+
+def _by_topic(frames: Sequence[Frame]) -> dict[str, list[Frame]]:
+    """The frames of each topic, in their order."""
+    by_topic: dict[str, list[Frame]] = {}
+    for frame in frames:
+        found = by_topic.get(frame[0])
+        if found is None:
+            by_topic[frame[0]] = [frame]
+        else:
+            found.append(frame)
+    return by_topic
+
+
+def _leader(cluster: Any, leaders: dict[str, int], topic: str) -> int | None:
+    """The node leading ``topic``'s partition 0 (None or -1: unknown), kept when known."""
+    node: int | None = cluster.leader_for_partition(TopicPartition(topic, 0))
+    if node is not None and node >= 0:
+        leaders[topic] = node
+    return node
+
+
 async def produce_frames(
     producer: Any, frames: Sequence[Frame], partitions: dict[str, int | None]
 ) -> list[BaseException | None]:
     """Write ``frames`` and wait for the broker; per frame, None or why it was not written.
     ``partitions``: per topic, 0 when it has one partition (asked of the producer's metadata
     once), None when it has more (those frames go through ``producer.send``, by key)."""
-    by_topic: dict[str, list[Frame]] = {}
-    for frame in frames:
-        by_topic.setdefault(frame[0], []).append(frame)
+    by_topic = _by_topic(frames)
     for topic in by_topic:
         if topic not in partitions:  # (a known topic costs no coroutine: measured per frame)
             await partition_of(producer, topic, partitions)
     cluster = producer.client.cluster
+    leaders = _leaders(cluster)
     batches = _Batches()
-    requests: dict[int, list[list[tuple[bytes, bytes]]]] = {}
+    requests: dict[int, list[list[bytes]]] = {}
     sizes: dict[int, int] = {}
     topics_of: dict[int, list[list[str]]] = {}
     others: list[str] = []
     for topic, records in by_topic.items():
-        node = cluster.leader_for_partition(TopicPartition(topic, 0))
+        node = leaders.get(topic)
+        if node is None:
+            node = _leader(cluster, leaders, topic)
         if partitions[topic] != 0 or node is None or node < 0:
             others.append(topic)
             continue
-        batch = batches.of(records)
-        if node not in requests or sizes[node] + len(batch) > REQUEST_BYTES:
+        sized = batches.of(records)
+        if node not in requests or sizes[node] + len(sized) > REQUEST_BYTES:
             requests.setdefault(node, []).append([])
             topics_of.setdefault(node, []).append([])
             sizes[node] = 0
-        requests[node][-1].append((_head(topic), batch))
+        parts = requests[node][-1]
+        parts.append(_head(topic))
+        parts.append(sized)
         topics_of[node][-1].append(topic)
-        sizes[node] += len(batch)
+        sizes[node] += len(sized)
     sent = [
-        (node, entries, topics)
+        (node, parts, topics)
         for node in requests
-        for entries, topics in zip(requests[node], topics_of[node], strict=True)
+        for parts, topics in zip(requests[node], topics_of[node], strict=True)
     ]
     answers = await asyncio.gather(
         *(
-            producer.client.send(node, _FramesRequest(_encode(entries)))
-            for node, entries, _ in sent
+            producer.client.send(node, _FramesRequest(_encode_parts(parts, len(topics))))
+            for node, parts, topics in sent
         ),
         return_exceptions=True,
     )

@@ -42,11 +42,19 @@ async def send_all(
     next frame and asks for a resync (docs/projection.md)."""
     assert loop.producer is not None
     frames: list[Frame] = []
+    names = loop.topic_names
+    kinds: dict[str, int] = {}
+    digests = 0
     for record in records:
-        topic = await loop.subscriber_topic(record.subscriber_id)
-        loop.sent[record.kind] += 1
-        loop.digest_checks += record.reason == "digest"
-        frames.append((topic, record.key, record.value, record.headers))
+        sid, key, value, kind, reason, headers = record
+        topic = names.get(sid)
+        if topic is None:
+            topic = await loop.subscriber_topic(sid)
+        kinds[kind] = kinds.get(kind, 0) + 1
+        digests += reason == "digest"
+        frames.append((topic, key, value, headers))
+    loop.sent.update(kinds)
+    loop.digest_checks += digests
     for result in await produce_frames(loop.producer, frames, loop.frame_partitions):
         if result is not None:
             loop.failed[type(result).__name__] += 1

@@ -147,6 +147,8 @@ class ProjectorLoop:
         self.rebuilt: Counter[str] = Counter()  # runs rebuilt, by where their events came from
         self.registry: Registry = {}
         self.topics_ready: set[str] = set()
+        # subscriber id -> its topic, once made (a fan-out looks each one up per frame)
+        self.topic_names: dict[str, str] = {}
         self.frame_partitions: dict[str, int | None] = {}  # send_frame's per-topic answer
         self.sent: Counter[str] = Counter()
         self.fallbacks: Counter[str] = Counter()
@@ -211,7 +213,11 @@ class ProjectorLoop:
         )
 
     async def subscriber_topic(self, subscriber_id: str) -> str:
-        """The topic of subscriber ``subscriber_id``, made the first time it is sent to."""
+        """The topic of subscriber ``subscriber_id``, made the first time it is sent to (and
+        then known by name: ``topic_names``)."""
+        name = self.topic_names.get(subscriber_id)
+        if name is not None:
+            return name
         spec: TopicSpec = topic_plan.subscriber_topic(
             self.definitions,
             subscriber_id,
@@ -221,6 +227,9 @@ class ProjectorLoop:
         if spec.name not in self.topics_ready:
             await ensure_topics(self.config.bootstrap, [spec])
             self.topics_ready.add(spec.name)
+        if len(self.topic_names) >= 100_000:  # subscribers come and go: bounded
+            self.topic_names.clear()
+        self.topic_names[subscriber_id] = spec.name
         return spec.name
 
     async def start(self) -> None:
