@@ -10,8 +10,11 @@ fresh run gets a full v1 surface of ``--components`` components; the subscribers
 subscriber notes, per SSE event id, its receipt time and the bytes of the frame (the SSE body,
 not HTTP chunk framing). Delay = receipt minus the log record's Kafka timestamp, set by the
 validator's producer at append (one clock: the same machine). The subscribers run in this
-process, so the delay includes their own reading; the CPU shares of the worker and of this
-process during the updates, and each event's first-to-last delivery spread, say where it went.
+process, each a socket read as its bytes arrive (``SseReader``: the receipt is stamped when
+the event loop hands the socket's bytes over, not when a reading task gets to run; until
+2026-12-07 each was an aiohttp client stream, whose own reading was in the figure); the CPU
+shares of the worker and of this process during the updates, and each event's first-to-last
+delivery spread, say where it went.
 
 The BASELINE, over the same updates in the same run: a plain aiokafka consumer tailing the log
 topic (read_committed, as the worker's run index does), its receipt minus the same timestamp:
@@ -38,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -47,6 +51,7 @@ from app.devtools.bench_output import emit, process_cpu_seconds
 from app.devtools.bench_pipeline import produce, profiled, worker_env
 from app.devtools.bench_sse_clients import (
     LogTail,
+    SseReader,
     Subscriber,
     admission_records,
     bytes_per_subscriber,
@@ -106,15 +111,24 @@ class _Bench:
 async def _listen(
     bench: _Bench, url: str, sub: Subscriber, target: tuple[int, int], gate: asyncio.Semaphore
 ) -> None:
-    headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "text/event-stream"}
-    async with gate:  # connect in batches: the server's listen backlog is finite
-        resp = await bench.session.get(url, headers={**headers, "Last-Event-ID": str(target[0])})
-    sub.status = resp.status
+    """One subscriber: connects (``gate``: in batches, the server's listen backlog is finite)
+    and reads until its last event (``SseReader``)."""
+    parts = urlsplit(url)
+    request = (
+        f"GET {parts.path}{'?' + parts.query if parts.query else ''} HTTP/1.1\r\n"
+        f"Host: {parts.netloc}\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Accept: text/event-stream\r\nLast-Event-ID: {target[0]}\r\n\r\n"
+    ).encode()
+    loop = asyncio.get_running_loop()
+    reader = SseReader(sub, request, target[1])
+    async with gate:
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        transport, _ = await loop.create_connection(lambda: reader, host, port)
+        await reader.answered
     try:
-        while sub.last < target[1] and (chunk := await resp.content.readany()):
-            sub.feed(chunk, time.time())
+        await reader.done
     finally:
-        resp.close()
+        transport.close()
 
 
 async def _phase(

@@ -89,3 +89,45 @@ def test_the_table_prints_each_figure_with_its_baseline() -> None:
     assert "500 subscribers" in text and "aiokafka log tail" in text
     assert "12.5 / 40.0 ms" in text and "3.3 %" in text and "600,000" in text
     assert "50% + 25%" in text
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.written, self.closed = b"", False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("cut", [1, 5, 64, 100_000])
+async def test_the_reader_dechunks_the_response_whatever_the_cuts(cut: int) -> None:
+    """``SseReader``: the request goes out on connect; the status is read from the head; the
+    chunked body (RFC 9112 §7.1, with a chunk extension) reaches ``Subscriber.feed`` whole,
+    each frame stamped with the call that completed it; the connection closes at the last
+    event."""
+    import asyncio
+
+    from app.devtools.bench_sse_clients import SseReader
+
+    frames = [sse_frame("ui.a2ui-surface", b'{"a":1}', 4), keep_alive()]
+    frames.append(sse_frame("ui.a2ui-surface.delta", b'{"patch":[]}', 5))
+    body = b"".join(
+        b"%x%s\r\n%s\r\n" % (len(f), b";x=1" if i == 1 else b"", f) for i, f in enumerate(frames)
+    )
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    sub = bench.Subscriber(delta=True)
+    reader, transport = SseReader(sub, b"GET / HTTP/1.1\r\n\r\n", last=5), _Transport()
+    reader.connection_made(transport)  # type: ignore[arg-type]
+    stream = head + body
+    for start in range(0, len(stream), cut):
+        assert not transport.closed
+        reader.data_received(stream[start : start + cut])
+    assert transport.written == b"GET / HTTP/1.1\r\n\r\n" and transport.closed
+    assert sub.status == 200 and reader.answered.done()
+    assert sub.received.keys() == {4, 5} and sub.last == 5
+    assert sub.received[5][1] == len(frames[2])
+    reader.connection_lost(None)
+    await asyncio.wait_for(reader.done, 1)
