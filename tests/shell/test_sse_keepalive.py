@@ -138,3 +138,53 @@ async def test_a_stream_writes_keep_alives_while_idle_and_events_as_they_come() 
     finally:
         pump.cancel()
         await streams.keepalive.close()
+
+
+async def test_streams_in_one_state_share_what_they_write_and_others_get_their_own() -> None:
+    """``RunStreams.step``: five streams of one run in the same state write the same bytes for
+    the events they have not seen, worked out once (``present`` once per event, not once per
+    stream and event); a stream resumed where they stand joins them; a delta stream gets its
+    own; a change (``notify``) is worked out anew."""
+    run = RunLog("run-e")
+    run.events.append(_event(run, 0))
+    memo = DeltaMemo(PayloadRules.from_documents(load_schema_documents()))
+    streams = RunStreams(_Index(run), memo, keepalive_seconds=30.0)  # type: ignore[arg-type]
+    presented = 0
+    present = memo.present
+
+    def counted(*args: object) -> object:
+        nonlocal presented
+        presented += 1
+        return present(*args)  # type: ignore[arg-type]
+
+    memo.present = counted  # type: ignore[method-assign,assignment]
+    states = [(-1, False)] * 5 + [(-1, True), (0, False)]
+    writers = [_Written() for _ in states]
+    pumps = [
+        asyncio.create_task(
+            streams._pump(w, run, DEFAULT_MODES, after, delta)  # type: ignore[arg-type]
+        )
+        for w, (after, delta) in zip(writers, states, strict=True)
+    ]
+    try:
+        firsts = [await w.next_chunk() for w in writers[:6]]
+        assert all(_ids(chunk) == ["0"] for chunk in firsts)
+        assert all(chunk is firsts[0] for chunk in firsts[:5])  # one bytes object, shared
+        run.events += [_event(run, 1), _event(run, 2)]
+        presented = 0
+        run.notify()
+        chunks = [await w.next_chunk() for w in writers]
+        assert all(_ids(chunk) == ["1", "2"] for chunk in chunks)
+        # the stream resumed at 0 is now in the five's state (after 0, no taint, no delta
+        # cursor) and shares with them; the delta stream works out its own: 2 events, twice
+        assert all(chunks[i] is chunks[0] for i in (1, 2, 3, 4, 6))
+        assert chunks[5] is not chunks[0] and presented == 2 * 2
+        run.events.append(_event(run, 3, "run.completed"))
+        run.status = "completed"
+        run.notify()
+        await asyncio.wait_for(asyncio.gather(*pumps), BOUND)
+        assert all(_ids(w.chunks[-1]) == ["3"] for w in writers)
+    finally:
+        for pump in pumps:
+            pump.cancel()
+        await streams.keepalive.close()

@@ -18,6 +18,7 @@ import asyncio
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.core.runlog.events import RecordedEvent, parse_event, unreadable_event
 from app.core.runlog.run_lifecycle import INITIAL_STATUS, TERMINAL_STATUSES
@@ -88,6 +89,12 @@ class RunLog:
     # waits on its run and on the shared keep-alive timer with one future and no timer of its
     # own. Polls wait on ``changed``.
     wakers: set[asyncio.Future[bool]] = field(default_factory=set)
+    # What an SSE stream in a given state writes for the events it has not seen, and its
+    # state after them, shared by every stream in that state while ``version`` holds
+    # (app.shell.http.streams.RunStreams.step): every change of ``events`` is followed by
+    # ``notify`` in the same synchronous step, so a version names one list of events.
+    steps: dict[Any, Any] = field(default_factory=dict)
+    steps_version: int = -1
 
     @property
     def last_sequence(self) -> int:
