@@ -188,3 +188,31 @@ async def test_streams_in_one_state_share_what_they_write_and_others_get_their_o
         for pump in pumps:
             pump.cancel()
         await streams.keepalive.close()
+
+
+async def test_a_catch_up_is_written_frame_by_frame_and_not_kept() -> None:
+    """Past ``SHARED_STEP_EVENTS`` events a stream writes a chunk per frame (the response's
+    back-pressure between them, as before) and keeps none of it on the run; live, it shares
+    again."""
+    from app.shell.http.streams import SHARED_STEP_EVENTS
+
+    run = RunLog("run-f")
+    count = SHARED_STEP_EVENTS + 4
+    run.events += [_event(run, n) for n in range(count)]
+    memo = DeltaMemo(PayloadRules.from_documents(load_schema_documents()))
+    streams = RunStreams(_Index(run), memo, keepalive_seconds=30.0)  # type: ignore[arg-type]
+    written = _Written()
+    pump = asyncio.create_task(
+        streams._pump(written, run, DEFAULT_MODES, -1, False)  # type: ignore[arg-type]
+    )
+    try:
+        chunks = [await written.next_chunk() for _ in range(count)]
+        assert [_ids(chunk) for chunk in chunks] == [[str(n)] for n in range(count)]
+        assert run.steps == {}
+        run.events.append(_event(run, count))
+        run.notify()
+        assert _ids(await written.next_chunk()) == [str(count)]
+        assert len(run.steps) == 1
+    finally:
+        pump.cancel()
+        await streams.keepalive.close()

@@ -46,7 +46,12 @@ from app.core.projection.surfaces import Projection, project
 from app.shell.worker.run_index import RunIndex
 from app.shell.worker.run_log import LoggedEvent, RunLog
 
-__all__ = ["DeltaMemo", "KeepAlive", "RunStreams"]
+__all__ = ["SHARED_STEP_EVENTS", "DeltaMemo", "KeepAlive", "RunStreams"]
+
+# ``RunStreams.step`` keeps what streams in one state write when it covers at most this many
+# events: live streams are a wake or two behind, and a stream catching up on a long history
+# (its bytes could be the whole run's) works its own out, as before, without holding them.
+SHARED_STEP_EVENTS = 16
 
 _SURFACE = "ui.a2ui-surface"
 
@@ -270,22 +275,25 @@ class RunStreams:
         cursor: DeltaCursor,
         modes: frozenset[str],
         delta: bool,
-    ) -> tuple[bytes, int, Taint, DeltaCursor]:
+    ) -> tuple[tuple[bytes, ...], int, Taint, DeltaCursor]:
         """What a stream in this state writes for the events of ``run`` past ``after`` (the
         frames of the events its ``modes`` take, as ``present`` shows them, RFC 0114 deltas
-        with ``delta``), and its state after them. Worked out once per state and shared
+        with ``delta``: one chunk, or a chunk per frame past ``SHARED_STEP_EVENTS`` events,
+        so a catch-up is written with the response's back-pressure between its frames), and
+        its state after them. Worked out once per state and shared
         (``RunLog.steps``, while the run's ``version`` holds): the streams of one run are
         mostly in one state, and this was a sixth of a stream's CPU per event (measured with
         500). The cursor enters the key by the event it holds and the trust shown, which
-        determine it (``DeltaMemo``)."""
+        determine it (``DeltaMemo``). Kept only for at most ``SHARED_STEP_EVENTS`` events."""
         if run.steps_version != run.version:
             run.steps.clear()
             run.steps_version = run.version
         key = (after, taint, cursor.event_id, cursor.trust, modes, delta)
-        found: tuple[bytes, int, Taint, DeltaCursor] | None = run.steps.get(key)
+        found: tuple[tuple[bytes, ...], int, Taint, DeltaCursor] | None = run.steps.get(key)
         if found is None:
-            parts = []
-            for logged in run.after(after):
+            parts: list[bytes] = []
+            pending = run.after(after)
+            for logged in pending:
                 after = logged.sequence
                 taint, shown, trust = self.memo.present(taint, logged)
                 if delta:
@@ -294,7 +302,9 @@ class RunStreams:
                         parts.append(encoded)
                 elif event_in_modes(logged.type, modes):
                     parts.append(self.memo.plain(shown, trust))
-            found = run.steps[key] = (b"".join(parts), after, taint, cursor)
+            if len(pending) > SHARED_STEP_EVENTS:  # a catch-up: its own, and not kept
+                return tuple(parts), after, taint, cursor
+            found = run.steps[key] = ((b"".join(parts),) if parts else (), after, taint, cursor)
         return found
 
     async def sse(
@@ -350,9 +360,9 @@ class RunStreams:
                     body = _snapshot(run, projection, after)
                     await response.write(sse_frame("state.snapshot", body, after))
             else:
-                written, after, taint, cursor = self.step(run, after, taint, cursor, modes, delta)
-                if written:
-                    await response.write(written)
+                chunks, after, taint, cursor = self.step(run, after, taint, cursor, modes, delta)
+                for chunk in chunks:
+                    await response.write(chunk)
             if run.terminal:
                 return
             if not await self.keepalive.wait(run, seen):
