@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
 import subprocess
 import sys
@@ -29,6 +30,7 @@ __all__ = [
     "TANSU_FEATURES",
     "Broker",
     "BrokerFeatures",
+    "ephemeral_start",
     "free_port",
     "run_async",
     "stop_process",
@@ -109,7 +111,33 @@ class Broker:
         self.stop()
 
 
-def free_port() -> int:
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_start(source: Path = _EPHEMERAL) -> int | None:
+    """The first port of the system's ephemeral range (Linux; None where it cannot be read)."""
+    try:
+        return int(source.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def free_port(source: Path = _EPHEMERAL) -> int:
+    """A loopback port free now, for a listener started later: below the system's ephemeral
+    range when there is room there, since a port of that range (what binding port 0 gives)
+    can be taken meanwhile by any outgoing connection, a Kafka client's for one, before the
+    process it is for binds it (seen: a fault scenario's worker, started a minute after its
+    port was chosen, found it taken and exited)."""
+    start = ephemeral_start(source)
+    if start is not None and start > 4096:
+        for _ in range(64):
+            port = random.randrange(start // 2, start)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue  # a listener has it: another one
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
