@@ -15,7 +15,7 @@ from app.core.admission.payload_rules import PayloadRules
 from app.core.http.stream_modes import DEFAULT_MODES
 from app.core.projection.sse_frames import keep_alive
 from app.core.runlog.events import RecordedEvent
-from app.shell.http.streams import DeltaMemo, KeepAlive, RunStreams
+from app.shell.http.streams import SHARED_STEP_EVENTS, DeltaMemo, KeepAlive, RunStreams
 from app.shell.schema_files import load_schema_documents
 from app.shell.worker.run_log import LoggedEvent, RunLog
 
@@ -68,6 +68,21 @@ class _Index:
         return self.run if run_id == self.run.run_id else None
 
 
+def _streams(run: RunLog, keepalive_seconds: float) -> RunStreams:
+    """The streams of a worker whose run index holds ``run`` alone."""
+    memo = DeltaMemo(PayloadRules.from_documents(load_schema_documents()))
+    return RunStreams(_Index(run), memo, keepalive_seconds)  # type: ignore[arg-type]
+
+
+def _pumping(
+    streams: RunStreams, run: RunLog, after: int = -1, delta: bool = False
+) -> tuple[_Written, asyncio.Task[None]]:
+    """One SSE stream of ``run`` (every mode) from ``after``: what it writes, and its task."""
+    written = _Written()
+    pump = streams._pump(written, run, DEFAULT_MODES, after, delta)  # type: ignore[arg-type]
+    return written, asyncio.create_task(pump)
+
+
 async def test_a_change_wakes_the_stream_and_removes_its_waker() -> None:
     alive, run = KeepAlive(30.0), RunLog("run-a")
     waiting = asyncio.create_task(alive.wait(run, run.version))
@@ -115,12 +130,8 @@ async def test_one_timer_serves_every_stream_and_stops_when_none_waits() -> None
 async def test_a_stream_writes_keep_alives_while_idle_and_events_as_they_come() -> None:
     run = RunLog("run-d")
     run.events.append(_event(run, 0))
-    memo = DeltaMemo(PayloadRules.from_documents(load_schema_documents()))
-    streams = RunStreams(_Index(run), memo, keepalive_seconds=0.2)  # type: ignore[arg-type]
-    written = _Written()
-    pump = asyncio.create_task(
-        streams._pump(written, run, DEFAULT_MODES, -1, False)  # type: ignore[arg-type]
-    )
+    streams = _streams(run, keepalive_seconds=0.2)
+    written, pump = _pumping(streams, run)
     try:
         assert _ids(await written.next_chunk()) == ["0"]
         assert await written.next_chunk() == keep_alive()  # idle: a keep-alive, not silence
@@ -147,9 +158,8 @@ async def test_streams_in_one_state_share_what_they_write_and_others_get_their_o
     own; a change (``notify``) is worked out anew."""
     run = RunLog("run-e")
     run.events.append(_event(run, 0))
-    memo = DeltaMemo(PayloadRules.from_documents(load_schema_documents()))
-    streams = RunStreams(_Index(run), memo, keepalive_seconds=30.0)  # type: ignore[arg-type]
-    presented = 0
+    streams = _streams(run, keepalive_seconds=30.0)
+    memo, presented = streams.memo, 0
     present = memo.present
 
     def counted(*args: object) -> object:
@@ -159,13 +169,9 @@ async def test_streams_in_one_state_share_what_they_write_and_others_get_their_o
 
     memo.present = counted  # type: ignore[method-assign,assignment]
     states = [(-1, False)] * 5 + [(-1, True), (0, False)]
-    writers = [_Written() for _ in states]
-    pumps = [
-        asyncio.create_task(
-            streams._pump(w, run, DEFAULT_MODES, after, delta)  # type: ignore[arg-type]
-        )
-        for w, (after, delta) in zip(writers, states, strict=True)
-    ]
+    writers, pumps = zip(
+        *(_pumping(streams, run, after, delta) for after, delta in states), strict=True
+    )
     try:
         firsts = [await w.next_chunk() for w in writers[:6]]
         assert all(_ids(chunk) == ["0"] for chunk in firsts)
@@ -194,17 +200,11 @@ async def test_a_catch_up_is_written_frame_by_frame_and_not_kept() -> None:
     """Past ``SHARED_STEP_EVENTS`` events a stream writes a chunk per frame (the response's
     back-pressure between them, as before) and keeps none of it on the run; live, it shares
     again."""
-    from app.shell.http.streams import SHARED_STEP_EVENTS
-
     run = RunLog("run-f")
     count = SHARED_STEP_EVENTS + 4
     run.events += [_event(run, n) for n in range(count)]
-    memo = DeltaMemo(PayloadRules.from_documents(load_schema_documents()))
-    streams = RunStreams(_Index(run), memo, keepalive_seconds=30.0)  # type: ignore[arg-type]
-    written = _Written()
-    pump = asyncio.create_task(
-        streams._pump(written, run, DEFAULT_MODES, -1, False)  # type: ignore[arg-type]
-    )
+    streams = _streams(run, keepalive_seconds=30.0)
+    written, pump = _pumping(streams, run)
     try:
         chunks = [await written.next_chunk() for _ in range(count)]
         assert [_ids(chunk) for chunk in chunks] == [[str(n)] for n in range(count)]

@@ -368,16 +368,12 @@ def _fan_out(
     subs = subscribers_for(registry, run_id)
     if not subs:
         return
-    moved, cached = working.cursors, working.cached
-    held = {} if cached is None else cached.cursors
-    pairs = [
-        (s, moved.get((s.subscriber_id, surface_id)) or held.get((s.subscriber_id, surface_id)))
-        for s in subs
-    ]
+    cursor_of = working.cursor
+    pairs = [(s, cursor_of((s.subscriber_id, surface_id))) for s in subs]
     planned = frames.plan_frames(change, pairs, secrets=run_secrets(policy, working.run))
     staged.warnings += [(run_id, surface_id, warning) for warning in planned.warnings]
     for sid, cursor in planned.cursors.items():
-        moved[(sid, surface_id)] = cursor
+        working.cursors[(sid, surface_id)] = cursor
     for reason, n in planned.fallbacks.items():
         staged.fallbacks[reason] = staged.fallbacks.get(reason, 0) + n
     key = frame_key(change.key)

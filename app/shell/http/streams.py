@@ -281,13 +281,10 @@ class RunStreams:
         with ``delta``: one chunk, or a chunk per frame past ``SHARED_STEP_EVENTS`` events,
         so a catch-up is written with the response's back-pressure between its frames), and
         its state after them. Worked out once per state and shared
-        (``RunLog.steps``, while the run's ``version`` holds): the streams of one run are
+        (``RunLog.steps``, until the run's next ``notify``): the streams of one run are
         mostly in one state, and this was a sixth of a stream's CPU per event (measured with
         500). The cursor enters the key by the event it holds and the trust shown, which
         determine it (``DeltaMemo``). Kept only for at most ``SHARED_STEP_EVENTS`` events."""
-        if run.steps_version != run.version:
-            run.steps.clear()
-            run.steps_version = run.version
         key = (after, taint, cursor.event_id, cursor.trust, modes, delta)
         found: tuple[tuple[bytes, ...], int, Taint, DeltaCursor] | None = run.steps.get(key)
         if found is None:

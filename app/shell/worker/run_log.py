@@ -90,11 +90,10 @@ class RunLog:
     # own. Polls wait on ``changed``.
     wakers: set[asyncio.Future[bool]] = field(default_factory=set)
     # What an SSE stream in a given state writes for the events it has not seen, and its
-    # state after them, shared by every stream in that state while ``version`` holds
+    # state after them, shared by every stream in that state until the next ``notify``
     # (app.shell.http.streams.RunStreams.step): every change of ``events`` is followed by
-    # ``notify`` in the same synchronous step, so a version names one list of events.
+    # ``notify`` in the same synchronous step, which forgets them.
     steps: dict[Any, Any] = field(default_factory=dict)
-    steps_version: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -113,6 +112,7 @@ class RunLog:
 
     def notify(self) -> None:
         self.version += 1
+        self.steps.clear()
         self.changed.set()
         self.changed = asyncio.Event()
         for waker in self.wakers:
