@@ -35,6 +35,7 @@ def _options(argv: list[str]) -> bench.Options:
         workers=args.workers,
         roles=tuple(args.roles),
         latency_records=args.latency_records,
+        worker_producer=args.worker_producer,
     )
 
 
@@ -43,10 +44,12 @@ def test_bench_pipeline_options() -> None:
     assert opts.roles == (bench.DEFAULT_ROLES,) and opts.workers == 1 and opts.rounds == 3
     opts = _options(["--roles", *ROLES, "--workers", "2", "--latency-records", "0"])
     assert opts.roles == ROLES and opts.workers == 2 and opts.latency_records == 0
+    assert not opts.worker_producer and _options(["--worker-producer"]).worker_producer
 
 
 def _check(result: dict, opts: bench.Options) -> None:
-    kinds = [*sorted(opts.roles, key=lambda r: "validator" not in r), "passthrough", "raw"]
+    ceilings = ["passthrough", *(["passthrough-worker"] if opts.worker_producer else []), "raw"]
+    kinds = [*sorted(opts.roles, key=lambda r: "validator" not in r), *ceilings]
     assert result["benchmark"] == "pipeline" and result["workers"] == opts.workers
     assert list(result["envelopes_per_second"]) == kinds
     assert len(result["passes"]) == len(kinds) * opts.rounds
@@ -67,13 +70,14 @@ def _check(result: dict, opts: bench.Options) -> None:
             assert 0 < one["latency_ms_p50"] <= one["latency_ms_p99"] <= one["latency_ms_max"]
             if one["kind"] != "raw":  # offered once the processes were done with the backlog
                 assert one["settle_s"] is not None and one["settle_s"] > 0
-        if one["kind"] in ("validator,projector", "validator", "passthrough"):
+                assert one["cpu_us_per_envelope_at_rate"] > 0
+        if one["kind"] in ("validator,projector", "validator", "passthrough", "passthrough-worker"):
             assert one["cpu_us_per_envelope"] > 0  # the processes' CPU until quiet
     for kind in kinds:
-        if kind in ("validator,projector", "validator", "passthrough"):
+        if kind not in ("projector", "raw"):
             assert len(result["cpu_us_per_envelope"][kind]["per_round"]) == opts.rounds
-    for kind in kinds[:-2]:
-        for ceiling in ("passthrough", "raw"):
+    for kind in [k for k in kinds if k not in ceilings]:
+        for ceiling in ceilings:
             ratio = result["ratios"][f"{kind} / {ceiling}"]
             assert len(ratio["per_round"]) == opts.rounds and ratio["median"] > 0
     load = result["load_average"]
@@ -85,13 +89,15 @@ async def test_bench_pipeline_at_ci_size(
 ) -> None:
     opts = _options(
         ["--records", "300", "--rounds", "1", "--partitions", "2", "--roles", *ROLES]
-        + ["--latency-records", "40", "--rate", "400"]
+        + ["--latency-records", "40", "--rate", "400", "--worker-producer"]
     )
     result = await bench.measure(opts, broker)
     _check(result, opts)
     assert emit(result, False, bench.table) == 0
     out = capsys.readouterr().out
     assert "ceiling a: transactional pass-through" in out and "load average" in out
+    assert "ceiling a2: the same, one producer per process (KIP-447)" in out
+    assert "envelopes/s offered (until quiet again, idle included)" in out
     assert "quiet after the drain" in out
     assert "CPU of the worker (or pass-through) processes per envelope" in out
     assert emit(result, True, bench.table) == 0

@@ -21,6 +21,10 @@ Kinds of pass:
   transactional producer per partition, batches sent closed, ``send_offsets_to_transaction``
   once per commit interval as the validator does, commit; batches gathered as the validator
   gathers them), with no decision: the validator's transaction pattern at no decision cost;
+- ``passthrough-worker`` (CEILING a2, ``--worker-producer``): the same with one transactional
+  producer per process, a batch one transaction over all its partitions, each carrying its
+  offsets fenced by the group generation (KIP-447, ``app.shell.worker.txn_offsets``): the
+  design that would replace the producer per partition, measured beside it;
 - ``raw`` (CEILING b): the same records produced without transactions to the admission topic
   and consumed back (``read_uncommitted``) by the bench itself.
 
@@ -29,7 +33,8 @@ taken within a round (one pass against the ceiling measured minutes, not a warm-
 Pipeline and pass-through passes then wait until their processes are quiet (the timed
 records' backlog done everywhere, the projector's and read side's too) and offer
 ``--latency-records`` at a steady ``--rate``, timing each record from its send to its committed
-outcome (one clock, the bench's).
+outcome (one clock, the bench's), and the processes' CPU per envelope at that rate (until
+quiet again).
 
 Printed, never asserted.
 

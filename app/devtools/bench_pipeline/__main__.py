@@ -1,5 +1,6 @@
-"""``python -m app.devtools.bench_pipeline passthrough BOOTSTRAP ADMISSION LOG GROUP``: the
-pass-through ceiling as its own process (the bench's passes start it)."""
+"""``python -m app.devtools.bench_pipeline passthrough BOOTSTRAP ADMISSION LOG GROUP [MODE]``: the
+pass-through ceiling as its own process (the bench's passes start it); MODE ``partition``
+(default) or ``worker`` (``passthrough.MODES``)."""
 
 from __future__ import annotations
 
@@ -11,5 +12,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["passthrough"]:
         sys.exit(passthrough_main(sys.argv[2:]))
     sys.exit(
-        "usage: python -m app.devtools.bench_pipeline passthrough BOOTSTRAP ADMISSION LOG GROUP"
+        "usage: python -m app.devtools.bench_pipeline passthrough BOOTSTRAP ADMISSION LOG GROUP "
+        "[partition|worker]"
     )

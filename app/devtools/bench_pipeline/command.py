@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         roles=tuple(dict.fromkeys(args.roles)),
         latency_records=args.latency_records,
+        worker_producer=args.worker_producer,
     )
 
     async def main() -> dict[str, Any]:
@@ -79,6 +80,11 @@ what each figure means:
                          record to the log in the validator's transaction pattern (per-partition
                          transactional producer, the offsets once per commit interval, commit),
                          with no decision: what transactions alone allow here.
+  ceiling a2             (--worker-producer) the same with one transactional producer per
+                         process: a batch is one transaction over all its partitions, each
+                         carrying its offsets fenced by the group generation (KIP-447,
+                         app/shell/worker/txn_offsets.py): the design that would replace a
+                         producer per partition.
   ceiling b              the same records produced without transactions and consumed back.
   pipeline / ceiling     a pass over the ceiling's pass of the same round (interleaved rounds,
                          fresh topics of the same layout and partition count each pass).
@@ -86,7 +92,9 @@ what each figure means:
                          bench's read_committed consumer (one clock). Offered once the
                          processes are quiet after the timed pass (under 0.15 of a core:
                          the projector and read side done with its backlog); the table
-                         says how long that took.
+                         says how long that took. The CPU per envelope at that rate is
+                         the processes' CPU from the first of those sends until they are
+                         quiet again, their idle CPU over the phase included.
   CPU per envelope       the user + system CPU seconds of the worker (or pass-through)
                          processes from just before the first timed send until they are
                          quiet after the drain (the projector's and read side's catch-up
@@ -144,5 +152,10 @@ def register(bench_subparsers: Any) -> None:
         type=int,
         default=2000,
         help="records offered at --rate after each timed pass (default 2000; 0: none)",
+    )
+    parser.add_argument(
+        "--worker-producer",
+        action="store_true",
+        help="also measure ceiling a2: the pass-through with one producer per process (KIP-447)",
     )
     parser.set_defaults(func=run)

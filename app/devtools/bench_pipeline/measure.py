@@ -22,7 +22,9 @@ from app.devtools.bench_output import (
 from app.devtools.bench_pipeline.passes import PassSetup, live_pass, projector_pass, raw_pass
 from app.devtools.bench_pipeline.procs import Processes
 from app.devtools.bench_pipeline.records import (
+    CEILINGS,
     PASSTHROUGH,
+    PASSTHROUGH_WORKER,
     RAW,
     TARGET_PER_SECOND,
     TARGET_RATIO,
@@ -41,7 +43,8 @@ __all__ = ["measure"]
 def _kinds(opts: Options) -> list[str]:
     """Validator-carrying role sets first: a projector pass replays a validator pass's log."""
     roles = sorted(opts.roles, key=lambda r: "validator" not in r.split(","))
-    return roles + [PASSTHROUGH, RAW]
+    ceilings = [PASSTHROUGH, PASSTHROUGH_WORKER] if opts.worker_producer else [PASSTHROUGH]
+    return roles + ceilings + [RAW]
 
 
 def _spread(values: list[float]) -> dict[str, Any]:
@@ -124,8 +127,9 @@ async def _one_pass(
     try:
         if kind == RAW:
             got = await raw_pass(bench, broker, opts)
-        elif kind == PASSTHROUGH:
-            got = await live_pass(bench, broker, opts, None)
+        elif kind in (PASSTHROUGH, PASSTHROUGH_WORKER):
+            mode = "worker" if kind == PASSTHROUGH_WORKER else "partition"
+            got = await live_pass(bench, broker, opts, None, mode)
         elif kind == "projector":
             got = await projector_pass(bench, broker, opts, source)
         else:
@@ -152,8 +156,8 @@ def _figures(passes: list[dict[str, Any]], kinds: list[str], rounds: int) -> dic
         for kind in kinds
     }
     ratios: dict[str, dict[str, Any]] = {}
-    for kind in kinds[:-2]:
-        for ceiling in (PASSTHROUGH, RAW):
+    for kind in [k for k in kinds if k not in CEILINGS]:
+        for ceiling in [k for k in kinds if k in CEILINGS]:
             per_round = []
             for rnd in range(1, rounds + 1):
                 by = {p["kind"]: p for p in passes if p["round"] == rnd}
@@ -174,9 +178,16 @@ def _figures(passes: list[dict[str, Any]], kinds: list[str], rounds: int) -> dic
         for kind in kinds
         if any("latency_ms_p50" in p for p in passes if p["kind"] == kind)
     }
+    at_rate = {
+        kind: _spread([p["cpu_us_per_envelope_at_rate"] for p in passes if p["kind"] == kind])
+        for kind in kinds
+        if all("cpu_us_per_envelope_at_rate" in p for p in passes if p["kind"] == kind)
+        and any(p["kind"] == kind for p in passes)
+    }
     return {
         "envelopes_per_second": figures,
         "ratios": ratios,
         "cpu_us_per_envelope": cpu,
         "latency_ms": latency,
+        "cpu_us_per_envelope_at_rate": at_rate,
     }

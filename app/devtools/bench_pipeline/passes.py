@@ -128,9 +128,11 @@ def profiled(command: list[str], name: str) -> list[str]:
 _profiled = itertools.count(1)  # numbers the profiled processes of one bench run
 
 
-def _spawn_live(bench: PassSetup, bootstrap: str, opts: Options, roles: str | None) -> list[str]:
-    """The pass's processes: workers with ``roles``, or (None) the pass-through; their
-    consumer groups."""
+def _spawn_live(
+    bench: PassSetup, bootstrap: str, opts: Options, roles: str | None, mode: str
+) -> list[str]:
+    """The pass's processes: workers with ``roles``, or (None) the pass-through with its
+    producer ``mode``; their consumer groups."""
     admission, log_topic = bench.topics["admission"], bench.topics["log"]
     app_id = bench.settings.app_id
     for n in range(opts.workers):
@@ -139,16 +141,17 @@ def _spawn_live(bench: PassSetup, bootstrap: str, opts: Options, roles: str | No
             bench.procs.spawn(profiled(["-m", "app.shell.cli", "worker"], roles), env, f"worker{n}")
         else:
             argv = profiled(["-m", "app.devtools.bench_pipeline", "passthrough"], "passthrough")
-            argv += [bootstrap, admission, log_topic, f"{app_id}-passthrough"]
+            argv += [bootstrap, admission, log_topic, f"{app_id}-passthrough", mode]
             bench.procs.spawn(argv, dict(os.environ), f"passthrough{n}")
     return [f"{app_id}-{r}" for r in roles.split(",")] if roles else [f"{app_id}-passthrough"]
 
 
 async def live_pass(
-    bench: PassSetup, broker: Broker, opts: Options, roles: str | None
+    bench: PassSetup, broker: Broker, opts: Options, roles: str | None, mode: str = "partition"
 ) -> dict[str, Any]:
-    """A pipeline pass with roles including the validator, or the pass-through: probes, then
-    the timed records, then the latency records."""
+    """A pipeline pass with roles including the validator, or the pass-through (its producer
+    ``mode``, ``passthrough.MODES``): probes, then the timed records, then the latency
+    records."""
     bootstrap, p = broker.bootstrap, opts.partitions
     admission, log_topic, dead = (
         bench.topics["admission"],
@@ -158,7 +161,7 @@ async def live_pass(
     watch = [log_topic, dead] if roles is not None else [log_topic]
     watcher = OutcomeWatcher(bootstrap, watch, p, "read_committed")
     await watcher.start()
-    groups = _spawn_live(bench, bootstrap, opts, roles)
+    groups = _spawn_live(bench, bootstrap, opts, roles, mode)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_CONFIG)
     await producer.start()
     try:

@@ -116,10 +116,20 @@ async def measure_latency(
         return {}
     lat = bench_records(opts.latency_records, opts.runs, prefix="lat-")
     watching = asyncio.create_task(watcher.until(seen + len(lat), procs))
+    cpu_before = processes_cpu(procs) if procs is not None else None
     sent = await _produce_at(producer, admission, lat, opts.rate)
     await watching
     delays = [(watcher.seen[s] - t) * 1000 for s, t in sent.items()]
-    return {
+    at_rate: dict[str, Any] = {}
+    if procs is not None and cpu_before is not None:
+        # until quiet again: what the offered records cost the processes, their idle CPU over
+        # the phase included (the cost per envelope at this rate)
+        _, cpu_quiet = await until_quiet(procs)
+        if cpu_quiet is not None:
+            at_rate["cpu_us_per_envelope_at_rate"] = round(
+                (cpu_quiet - cpu_before) / len(lat) * 1e6, 1
+            )
+    return at_rate | {
         "latency_records": len(delays),
         "latency_ms_p50": round(statistics.median(delays), 2),
         "latency_ms_p99": round(pct(delays, 0.99), 2),

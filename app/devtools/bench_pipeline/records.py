@@ -19,6 +19,8 @@ __all__ = [
     "MAX_BATCH",
     "Options",
     "PASSTHROUGH",
+    "PASSTHROUGH_WORKER",
+    "CEILINGS",
     "PRODUCER_CONFIG",
     "RAW",
     "READY_TIMEOUT",
@@ -35,7 +37,8 @@ TARGET_PER_SECOND = 10_000
 TARGET_VALIDATOR_PER_SECOND = 15_000
 TARGET_RATIO = 0.70
 DEFAULT_ROLES = "validator,projector"
-PASSTHROUGH, RAW = "passthrough", "raw"
+PASSTHROUGH, PASSTHROUGH_WORKER, RAW = "passthrough", "passthrough-worker", "raw"
+CEILINGS = (PASSTHROUGH, PASSTHROUGH_WORKER, RAW)
 READY_TIMEOUT = 180.0
 MAX_BATCH = ValidatorConfig.max_batch
 PRODUCER_CONFIG = {"acks": "all", "linger_ms": 5, "max_batch_size": 256 * 1024}
@@ -51,6 +54,7 @@ class Options:
     workers: int = 1
     roles: tuple[str, ...] = (DEFAULT_ROLES,)
     latency_records: int = 2000
+    worker_producer: bool = False  # also ceiling a2: one producer per process (KIP-447)
 
 
 def say(message: str) -> None:

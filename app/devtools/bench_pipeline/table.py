@@ -8,7 +8,7 @@ from app.devtools.bench_output import (
     load_text,
 )
 from app.devtools.bench_pipeline.producing import QUIET_CORES
-from app.devtools.bench_pipeline.records import PASSTHROUGH, RAW
+from app.devtools.bench_pipeline.records import PASSTHROUGH, PASSTHROUGH_WORKER, RAW
 
 __all__ = ["table"]
 
@@ -16,6 +16,7 @@ __all__ = ["table"]
 def _label(kind: str) -> str:
     return {
         PASSTHROUGH: "ceiling a: transactional pass-through",
+        PASSTHROUGH_WORKER: "ceiling a2: the same, one producer per process (KIP-447)",
         RAW: "ceiling b: raw produce+consume",
     }.get(kind, f"pipeline, roles {kind}")
 
@@ -85,4 +86,13 @@ def table(r: dict[str, Any]) -> str:
             "  (each offered once the processes are quiet: under "
             f"{QUIET_CORES} of a core, after the timed pass's backlog)"
         )
+    if r.get("cpu_us_per_envelope_at_rate"):
+        lines += [
+            "",
+            f"CPU of the processes per envelope at {r['latency_rate_per_second']:,.0f} "
+            f"envelopes/s offered (until quiet again, idle included), µs{many}",
+        ]
+        rows = [(_label(k), _s(s, ",.1f")) for k, s in r["cpu_us_per_envelope_at_rate"].items()]
+        width = max(len(a) for a, _ in rows)
+        lines += [f"  {a:<{width}}  {b:>26}" for a, b in rows]
     return "\n".join(lines)
