@@ -82,9 +82,9 @@ what each figure means:
                          with no decision: what transactions alone allow here.
   ceiling a2             (--worker-producer) the same with one transactional producer per
                          process: a batch is one transaction over all its partitions, each
-                         carrying its offsets fenced by the group generation (KIP-447,
-                         app/shell/worker/txn_offsets.py): the design that would replace a
-                         producer per partition.
+                         carrying its offsets fenced by the group generation (Kafka's
+                         KIP-447, "exactly_once_v2" in Kafka Streams): the design that would
+                         replace a producer per partition (docs/pipeline.md).
   ceiling b              the same records produced without transactions and consumed back.
   pipeline / ceiling     a pass over the ceiling's pass of the same round (interleaved rounds,
                          fresh topics of the same layout and partition count each pass).
@@ -106,6 +106,7 @@ what each figure means:
 """
 
 
+# long: one add_argument per option, in the order --help lists them
 def register(bench_subparsers: Any) -> None:
     parser = bench_subparsers.add_parser(
         "pipeline",

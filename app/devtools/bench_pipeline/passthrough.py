@@ -193,9 +193,14 @@ async def passthrough(
 ) -> None:
     """Admission -> log in transactions, no decision, until ``stopping``: one producer per
     partition (``mode`` partition) or one per process (worker)."""
-    if mode == "worker":
-        await _worker_passthrough(bootstrap, admission, log_topic, group, stopping)
-        return
+    run = _worker_passthrough if mode == "worker" else _partition_passthrough
+    await run(bootstrap, admission, log_topic, group, stopping)
+
+
+async def _partition_passthrough(
+    bootstrap: str, admission: str, log_topic: str, group: str, stopping: asyncio.Event
+) -> None:
+    """Admission -> log, per partition in transactions, until ``stopping``."""
     consumer = group_consumer(bootstrap, group, fast_groups=True)
     listener = _PartitionProducers(bootstrap, group)
     producers, lock = listener.producers, listener.lock

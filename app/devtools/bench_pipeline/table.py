@@ -36,6 +36,39 @@ def _settled(r: dict[str, Any], kind: str) -> str:
     return ", ".join(said) or "n/a"
 
 
+def _cpu(r: dict[str, Any], key: str, title: str) -> list[str]:
+    """The lines of one CPU-per-envelope block (none when the run has no such figure)."""
+    if not r.get(key):
+        return []
+    rows = [(_label(k), _s(s, ",.1f")) for k, s in r[key].items()]
+    width = max(len(a) for a, _ in rows)
+    return ["", title, *(f"  {a:<{width}}  {b:>26}" for a, b in rows)]
+
+
+def _latency(r: dict[str, Any], many: str) -> list[str]:
+    """The latency block: p50 and p99 at the offered rate by kind (none without it)."""
+    if not r["latency_ms"]:
+        return []
+    lines: list[str] = []
+    lines += [
+        "",
+        f"send -> committed outcome at {r['latency_rate_per_second']:,.0f} envelopes/s "
+        f"offered, ms{many}",
+    ]
+    rows4 = [
+        (_label(k), _s(q["p50"], ".1f"), _s(q["p99"], ".1f"), _settled(r, k))
+        for k, q in r["latency_ms"].items()
+    ]
+    width = max(len(a) for a, _, _, _ in rows4)
+    lines.append(f"  {'':<{width}}  {'p50':>20}  {'p99':>20}  {'quiet after the drain':>22}")
+    lines += [f"  {a:<{width}}  {b:>20}  {c:>20}  {d:>22}" for a, b, c, d in rows4]
+    lines.append(
+        "  (each offered once the processes are quiet: under "
+        f"{QUIET_CORES} of a core, after the timed pass's backlog)"
+    )
+    return lines
+
+
 def table(r: dict[str, Any]) -> str:
     rounds = r["rounds"]
     many = " median (min-max of rounds)" if rounds > 1 else ""
@@ -60,39 +93,17 @@ def table(r: dict[str, Any]) -> str:
         f"{r['target_ratio_to_passthrough']:.0%} of the pass-through; validator alone >= "
         f"{r['target_validator_per_second']:,}/s"
     )
-    if r.get("cpu_us_per_envelope"):
-        lines += [
-            "",
-            "CPU of the worker (or pass-through) processes per envelope, from the first send "
-            f"until quiet, µs{many}",
-        ]
-        rows = [(_label(k), _s(s, ",.1f")) for k, s in r["cpu_us_per_envelope"].items()]
-        width = max(len(a) for a, _ in rows)
-        lines += [f"  {a:<{width}}  {b:>26}" for a, b in rows]
-    if r["latency_ms"]:
-        lines += [
-            "",
-            f"send -> committed outcome at {r['latency_rate_per_second']:,.0f} envelopes/s "
-            f"offered, ms{many}",
-        ]
-        rows4 = [
-            (_label(k), _s(q["p50"], ".1f"), _s(q["p99"], ".1f"), _settled(r, k))
-            for k, q in r["latency_ms"].items()
-        ]
-        width = max(len(a) for a, _, _, _ in rows4)
-        lines.append(f"  {'':<{width}}  {'p50':>20}  {'p99':>20}  {'quiet after the drain':>22}")
-        lines += [f"  {a:<{width}}  {b:>20}  {c:>20}  {d:>22}" for a, b, c, d in rows4]
-        lines.append(
-            "  (each offered once the processes are quiet: under "
-            f"{QUIET_CORES} of a core, after the timed pass's backlog)"
-        )
-    if r.get("cpu_us_per_envelope_at_rate"):
-        lines += [
-            "",
-            f"CPU of the processes per envelope at {r['latency_rate_per_second']:,.0f} "
-            f"envelopes/s offered (until quiet again, idle included), µs{many}",
-        ]
-        rows = [(_label(k), _s(s, ",.1f")) for k, s in r["cpu_us_per_envelope_at_rate"].items()]
-        width = max(len(a) for a, _ in rows)
-        lines += [f"  {a:<{width}}  {b:>26}" for a, b in rows]
+    lines += _cpu(
+        r,
+        "cpu_us_per_envelope",
+        "CPU of the worker (or pass-through) processes per envelope, from the first send "
+        f"until quiet, µs{many}",
+    )
+    lines += _latency(r, many)
+    lines += _cpu(
+        r,
+        "cpu_us_per_envelope_at_rate",
+        f"CPU of the processes per envelope at {r['latency_rate_per_second']:,.0f} "
+        f"envelopes/s offered (until quiet again, idle included), µs{many}",
+    )
     return "\n".join(lines)
