@@ -148,6 +148,16 @@ async def _one_pass(
     return got, source
 
 
+def _by_kind(passes: list[dict[str, Any]], kinds: list[str], key: str) -> dict[str, Any]:
+    """``key``'s spread over the rounds, by kind, for the kinds whose every pass has it."""
+    out = {}
+    for kind in kinds:
+        of = [p for p in passes if p["kind"] == kind]
+        if of and all(key in p for p in of):
+            out[kind] = _spread([p[key] for p in of])
+    return out
+
+
 def _figures(passes: list[dict[str, Any]], kinds: list[str], rounds: int) -> dict[str, Any]:
     """The passes' figures by kind: envelopes/s, ratios to the same round's ceilings, CPU per
     envelope and latency, each a spread over the rounds."""
@@ -165,11 +175,7 @@ def _figures(passes: list[dict[str, Any]], kinds: list[str], rounds: int) -> dic
                     round(by[kind]["envelopes_per_second"] / by[ceiling]["envelopes_per_second"], 3)
                 )
             ratios[f"{kind} / {ceiling}"] = _spread(per_round)
-    cpu = {
-        kind: _spread([p["cpu_us_per_envelope"] for p in passes if p["kind"] == kind])
-        for kind in kinds
-        if any("cpu_us_per_envelope" in p for p in passes if p["kind"] == kind)
-    }
+    cpu = _by_kind(passes, kinds, "cpu_us_per_envelope")
     latency = {
         kind: {
             q: _spread([p[f"latency_ms_{q}"] for p in passes if p["kind"] == kind])
@@ -178,12 +184,7 @@ def _figures(passes: list[dict[str, Any]], kinds: list[str], rounds: int) -> dic
         for kind in kinds
         if any("latency_ms_p50" in p for p in passes if p["kind"] == kind)
     }
-    at_rate = {
-        kind: _spread([p["cpu_us_per_envelope_at_rate"] for p in passes if p["kind"] == kind])
-        for kind in kinds
-        if all("cpu_us_per_envelope_at_rate" in p for p in passes if p["kind"] == kind)
-        and any(p["kind"] == kind for p in passes)
-    }
+    at_rate = _by_kind(passes, kinds, "cpu_us_per_envelope_at_rate")
     return {
         "envelopes_per_second": figures,
         "ratios": ratios,

@@ -49,8 +49,7 @@ def _latency(r: dict[str, Any], many: str) -> list[str]:
     """The latency block: p50 and p99 at the offered rate by kind (none without it)."""
     if not r["latency_ms"]:
         return []
-    lines: list[str] = []
-    lines += [
+    lines = [
         "",
         f"send -> committed outcome at {r['latency_rate_per_second']:,.0f} envelopes/s "
         f"offered, ms{many}",
